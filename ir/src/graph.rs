@@ -1,0 +1,394 @@
+//! The dataflow graph: a flat vector of nodes addressed by typed ids.
+//!
+//! Nodes are appended in topological order by the builder (an operand always has a smaller
+//! id than its user), so passes can walk `0..len` forwards or backwards without sorting.
+
+use std::fmt;
+
+use crate::types::{Border, DType, Scalar, TensorType};
+
+/// Index of a node in its [`Graph`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct NodeId(pub u32);
+
+impl NodeId {
+    /// The index into [`Graph::nodes`].
+    pub fn index(self) -> usize {
+        self.0 as usize
+    }
+}
+
+impl fmt::Display for NodeId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "%{}", self.0)
+    }
+}
+
+/// Elementwise operations with one operand.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum UnaryOp {
+    /// Negation (floats: NaN results canonical; u8: wrapping).
+    Neg,
+    /// Absolute value (floats: NaN results canonical; u8: identity).
+    Abs,
+    /// IEEE square root, correctly rounded (floats only).
+    Sqrt,
+    /// `x != x` (floats only), gives bool.
+    IsNan,
+    /// Neither NaN nor ±Inf (floats only), gives bool.
+    IsFinite,
+    /// Logical not (bool only).
+    Not,
+}
+
+/// Elementwise operations with two operands of the same type.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum BinaryOp {
+    /// Addition (floats: IEEE round-to-nearest; u8: wrapping).
+    Add,
+    /// Subtraction (floats: IEEE; u8: wrapping).
+    Sub,
+    /// Multiplication (floats: IEEE; u8: wrapping).
+    Mul,
+    /// Division (floats: IEEE; u8: truncating, x/0 = 0).
+    Div,
+    /// kiln's lattice minimum (see SEMANTICS.md).
+    Min,
+    /// kiln's lattice maximum (see SEMANTICS.md).
+    Max,
+    /// Logical and (bool only).
+    And,
+    /// Logical or (bool only).
+    Or,
+    /// `a < b`, gives bool.
+    Lt,
+    /// `a <= b`, gives bool.
+    Le,
+    /// `a > b`, gives bool.
+    Gt,
+    /// `a >= b`, gives bool.
+    Ge,
+    /// `a == b` (IEEE: NaN != NaN, −0 == +0), gives bool.
+    Eq,
+    /// `a != b`, gives bool.
+    Ne,
+}
+
+impl BinaryOp {
+    /// True for the six comparisons.
+    pub fn is_comparison(self) -> bool {
+        matches!(
+            self,
+            BinaryOp::Lt | BinaryOp::Le | BinaryOp::Gt | BinaryOp::Ge | BinaryOp::Eq | BinaryOp::Ne
+        )
+    }
+
+    /// True when `op(a, b) == op(b, a)` bit for bit.
+    pub fn is_commutative(self) -> bool {
+        matches!(
+            self,
+            BinaryOp::Add
+                | BinaryOp::Mul
+                | BinaryOp::Min
+                | BinaryOp::Max
+                | BinaryOp::And
+                | BinaryOp::Or
+                | BinaryOp::Eq
+                | BinaryOp::Ne
+        )
+    }
+}
+
+/// Reductions over a window or an axis, and the combining step of a scan.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ReduceOp {
+    /// Lattice minimum, any order.
+    Min,
+    /// Lattice maximum, any order.
+    Max,
+    /// Sum as a left fold in the documented order (floats, u8 wrapping).
+    Sum,
+    /// Logical or (bool only).
+    Any,
+    /// Logical and (bool only).
+    All,
+}
+
+impl ReduceOp {
+    /// The binary operation that combines two partial results.
+    pub fn combiner(self) -> BinaryOp {
+        match self {
+            ReduceOp::Min => BinaryOp::Min,
+            ReduceOp::Max => BinaryOp::Max,
+            ReduceOp::Sum => BinaryOp::Add,
+            ReduceOp::Any => BinaryOp::Or,
+            ReduceOp::All => BinaryOp::And,
+        }
+    }
+}
+
+/// A footprint: the ordered list of spatial offsets a window reduction visits.
+/// The order is the reduction order for `Sum`.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Footprint {
+    /// Each entry has one offset per spatial dimension.
+    pub offsets: Vec<Vec<i64>>,
+}
+
+impl Footprint {
+    /// A full box of `size` per axis, centred like scipy: offsets `j - size/2 - origin`
+    /// for `j in 0..size`, in row-major order.
+    pub fn scipy_box(size: &[usize], origin: &[i64]) -> Footprint {
+        let mask: Vec<bool> = vec![true; size.iter().product()];
+        Footprint::scipy_masked(size, &mask, origin)
+    }
+
+    /// The `true` entries of a row-major boolean mask of shape `size`, centred like scipy.
+    pub fn scipy_masked(size: &[usize], mask: &[bool], origin: &[i64]) -> Footprint {
+        let total: usize = size.iter().product();
+        let mut offsets = Vec::new();
+        for (flat, &on) in mask.iter().enumerate().take(total) {
+            if !on {
+                continue;
+            }
+            let mut rem = flat;
+            let mut off = vec![0i64; size.len()];
+            for ax in (0..size.len()).rev() {
+                let j = rem % size[ax];
+                rem /= size[ax];
+                off[ax] = j as i64 - (size[ax] / 2) as i64 - origin[ax];
+            }
+            offsets.push(off);
+        }
+        Footprint { offsets }
+    }
+
+    /// Number of spatial dims of the offsets (0 for an empty footprint).
+    pub fn rank(&self) -> usize {
+        self.offsets.first().map_or(0, Vec::len)
+    }
+}
+
+/// What a node computes.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum NodeKind {
+    /// The `index`-th graph input.
+    Input {
+        /// Position among the graph's inputs.
+        index: usize,
+    },
+    /// A tensor filled with one scalar.
+    Constant {
+        /// The fill value (its dtype is the node's dtype).
+        value: Scalar,
+    },
+    /// Elementwise unary op.
+    Unary {
+        /// The operation.
+        op: UnaryOp,
+        /// Operand.
+        x: NodeId,
+    },
+    /// Elementwise binary op on same-typed operands.
+    Binary {
+        /// The operation.
+        op: BinaryOp,
+        /// Left operand.
+        a: NodeId,
+        /// Right operand.
+        b: NodeId,
+    },
+    /// `cond ? a : b` elementwise; `cond` is bool.
+    Select {
+        /// Condition.
+        cond: NodeId,
+        /// Value where `cond` holds.
+        a: NodeId,
+        /// Value elsewhere.
+        b: NodeId,
+    },
+    /// Elementwise dtype conversion.
+    Cast {
+        /// Operand.
+        x: NodeId,
+        /// Target dtype.
+        to: DType,
+    },
+    /// `out[b, c, i] = x[b, c, remap(i + offset)]` under a border mode.
+    Gather {
+        /// Source.
+        x: NodeId,
+        /// One offset per spatial dimension.
+        offset: Vec<i64>,
+        /// Border mode for out-of-range reads.
+        border: Border,
+    },
+    /// A comparator network: wires `0..inputs.len()` carry the inputs, wires
+    /// `inputs.len()..width` carry +∞ (the top of the order); each pair `(i, j)` with `i < j`
+    /// puts the minimum on wire `i` and the maximum on wire `j`; the node's value is wire
+    /// `output` after the last pair. Several kept wires are several nodes with equal pairs;
+    /// the code generator shares their common comparators.
+    Network {
+        /// Values on the first wires (all the same type).
+        inputs: Vec<NodeId>,
+        /// Total number of wires (`>= inputs.len()`).
+        width: u32,
+        /// Compare-exchange pairs, applied in order.
+        pairs: Vec<(u32, u32)>,
+        /// The wire whose final value is the node's value.
+        output: u32,
+    },
+    /// `out[i] = op over o in footprint of x[remap(i + o)]`.
+    WindowReduce {
+        /// Source.
+        x: NodeId,
+        /// Reduction.
+        op: ReduceOp,
+        /// Offsets visited, in reduction order.
+        footprint: Footprint,
+        /// Border mode for out-of-range reads.
+        border: Border,
+    },
+    /// Inclusive scan along `axis` (any axis, batch and channel included).
+    Scan {
+        /// Source.
+        x: NodeId,
+        /// Axis index into the full shape.
+        axis: usize,
+        /// Combining operation.
+        op: ReduceOp,
+    },
+    /// Reduction along `axis`, keeping it with length 1.
+    AxisReduce {
+        /// Source.
+        x: NodeId,
+        /// Axis index into the full shape.
+        axis: usize,
+        /// Reduction.
+        op: ReduceOp,
+    },
+}
+
+impl NodeKind {
+    /// The operand node ids, in order.
+    pub fn operands(&self) -> Vec<NodeId> {
+        match self {
+            NodeKind::Input { .. } | NodeKind::Constant { .. } => vec![],
+            NodeKind::Unary { x, .. }
+            | NodeKind::Cast { x, .. }
+            | NodeKind::Gather { x, .. }
+            | NodeKind::WindowReduce { x, .. }
+            | NodeKind::Scan { x, .. }
+            | NodeKind::AxisReduce { x, .. } => vec![*x],
+            NodeKind::Binary { a, b, .. } => vec![*a, *b],
+            NodeKind::Select { cond, a, b } => vec![*cond, *a, *b],
+            NodeKind::Network { inputs, .. } => inputs.clone(),
+        }
+    }
+
+    /// Rewrites every operand id through `f`.
+    pub fn map_operands(&mut self, mut f: impl FnMut(NodeId) -> NodeId) {
+        match self {
+            NodeKind::Input { .. } | NodeKind::Constant { .. } => {}
+            NodeKind::Unary { x, .. }
+            | NodeKind::Cast { x, .. }
+            | NodeKind::Gather { x, .. }
+            | NodeKind::WindowReduce { x, .. }
+            | NodeKind::Scan { x, .. }
+            | NodeKind::AxisReduce { x, .. } => *x = f(*x),
+            NodeKind::Binary { a, b, .. } => {
+                *a = f(*a);
+                *b = f(*b);
+            }
+            NodeKind::Select { cond, a, b } => {
+                *cond = f(*cond);
+                *a = f(*a);
+                *b = f(*b);
+            }
+            NodeKind::Network { inputs, .. } => {
+                for x in inputs {
+                    *x = f(*x);
+                }
+            }
+        }
+    }
+
+    /// Short name of the node kind, as the printer writes it.
+    pub fn name(&self) -> &'static str {
+        match self {
+            NodeKind::Input { .. } => "input",
+            NodeKind::Constant { .. } => "const",
+            NodeKind::Unary { .. } => "unary",
+            NodeKind::Binary { .. } => "binary",
+            NodeKind::Select { .. } => "select",
+            NodeKind::Cast { .. } => "cast",
+            NodeKind::Gather { .. } => "gather",
+            NodeKind::Network { .. } => "network",
+            NodeKind::WindowReduce { .. } => "window",
+            NodeKind::Scan { .. } => "scan",
+            NodeKind::AxisReduce { .. } => "reduce",
+        }
+    }
+
+    /// True for nodes that compute each output element from operand elements at the same
+    /// index only (unary, binary, select, cast, network, constant).
+    pub fn is_pointwise(&self) -> bool {
+        matches!(
+            self,
+            NodeKind::Constant { .. }
+                | NodeKind::Unary { .. }
+                | NodeKind::Binary { .. }
+                | NodeKind::Select { .. }
+                | NodeKind::Cast { .. }
+                | NodeKind::Network { .. }
+        )
+    }
+}
+
+/// A node: what it computes and the type of its value.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Node {
+    /// The operation.
+    pub kind: NodeKind,
+    /// The inferred type of the result.
+    pub ty: TensorType,
+}
+
+/// A validated dataflow graph. Build one with [`crate::GraphBuilder`].
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Graph {
+    /// Nodes in topological order.
+    pub nodes: Vec<Node>,
+    /// Types of the graph inputs, by input index.
+    pub inputs: Vec<TensorType>,
+    /// The nodes whose values the graph returns, in order.
+    pub outputs: Vec<NodeId>,
+}
+
+impl Graph {
+    /// The node with id `id`.
+    pub fn node(&self, id: NodeId) -> &Node {
+        &self.nodes[id.index()]
+    }
+
+    /// Number of nodes.
+    pub fn len(&self) -> usize {
+        self.nodes.len()
+    }
+
+    /// True when the graph has no nodes.
+    pub fn is_empty(&self) -> bool {
+        self.nodes.is_empty()
+    }
+
+    /// For each node, the ids of the nodes that use it (with repetition for repeated use).
+    pub fn users(&self) -> Vec<Vec<NodeId>> {
+        let mut users = vec![Vec::new(); self.nodes.len()];
+        for (i, n) in self.nodes.iter().enumerate() {
+            for op in n.kind.operands() {
+                users[op.index()].push(NodeId(i as u32));
+            }
+        }
+        users
+    }
+}

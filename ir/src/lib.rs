@@ -1,0 +1,19 @@
+//! kiln-ir: the tensor-level dataflow IR of kiln.
+//!
+//! A [`Graph`] is built with a [`GraphBuilder`], which validates every node and infers its
+//! [`TensorType`]. [`semantics`] defines the scalar meaning of every operation, the reference
+//! both executors follow. [`passes`] holds the graph passes: CSE, DCE, network pruning and the
+//! fusion scheduler. [`printer`] writes the readable text form.
+
+pub mod builder;
+pub mod error;
+pub mod graph;
+pub mod passes;
+pub mod printer;
+pub mod semantics;
+pub mod types;
+
+pub use builder::GraphBuilder;
+pub use error::BuildError;
+pub use graph::{BinaryOp, Footprint, Graph, Node, NodeId, NodeKind, ReduceOp, UnaryOp};
+pub use types::{Border, DType, Scalar, TensorType};

@@ -1,0 +1,271 @@
+//! The reference scalar semantics of every operation.
+//!
+//! These functions *define* what kiln computes; SEMANTICS.md states the same rules in prose.
+//! The eager executor calls them element by element; the code generators must reproduce them
+//! bit for bit (they implement them independently, in CLIF or PTX).
+
+use crate::types::{DType, Scalar};
+
+/// The one NaN every f32 computation produces: quiet, positive, zero payload.
+pub const CANONICAL_NAN_F32: u32 = 0x7fc0_0000;
+/// The one NaN every f64 computation produces: quiet, positive, zero payload.
+pub const CANONICAL_NAN_F64: u64 = 0x7ff8_0000_0000_0000;
+
+/// Replaces any NaN by the canonical f32 NaN.
+#[inline]
+pub fn canon_f32(v: f32) -> f32 {
+    if v.is_nan() {
+        f32::from_bits(CANONICAL_NAN_F32)
+    } else {
+        v
+    }
+}
+
+/// Replaces any NaN by the canonical f64 NaN.
+#[inline]
+pub fn canon_f64(v: f64) -> f64 {
+    if v.is_nan() {
+        f64::from_bits(CANONICAL_NAN_F64)
+    } else {
+        v
+    }
+}
+
+/// Total-order key of an f32: a signed integer whose order is the IEEE total order
+/// (so −0 < +0). It is an involution on the bits: `key(key(x)) == x`.
+#[inline]
+pub fn order_key_f32(bits: u32) -> i32 {
+    let b = bits as i32;
+    b ^ (((b >> 31) as u32) >> 1) as i32
+}
+
+/// Total-order key of an f64 (see [`order_key_f32`]).
+#[inline]
+pub fn order_key_f64(bits: u64) -> i64 {
+    let b = bits as i64;
+    b ^ (((b >> 63) as u64) >> 1) as i64
+}
+
+/// kiln's f32 minimum: NaN if either operand is NaN (canonical), otherwise the smaller in the
+/// order where −0 < +0. Commutative, associative and idempotent, so any evaluation order of a
+/// min-reduction gives the same bits.
+#[inline]
+pub fn min_f32(a: f32, b: f32) -> f32 {
+    if a.is_nan() || b.is_nan() {
+        return f32::from_bits(CANONICAL_NAN_F32);
+    }
+    if order_key_f32(a.to_bits()) <= order_key_f32(b.to_bits()) {
+        a
+    } else {
+        b
+    }
+}
+
+/// kiln's f32 maximum (see [`min_f32`]).
+#[inline]
+pub fn max_f32(a: f32, b: f32) -> f32 {
+    if a.is_nan() || b.is_nan() {
+        return f32::from_bits(CANONICAL_NAN_F32);
+    }
+    if order_key_f32(a.to_bits()) >= order_key_f32(b.to_bits()) {
+        a
+    } else {
+        b
+    }
+}
+
+/// kiln's f64 minimum (see [`min_f32`]).
+#[inline]
+pub fn min_f64(a: f64, b: f64) -> f64 {
+    if a.is_nan() || b.is_nan() {
+        return f64::from_bits(CANONICAL_NAN_F64);
+    }
+    if order_key_f64(a.to_bits()) <= order_key_f64(b.to_bits()) {
+        a
+    } else {
+        b
+    }
+}
+
+/// kiln's f64 maximum (see [`min_f32`]).
+#[inline]
+pub fn max_f64(a: f64, b: f64) -> f64 {
+    if a.is_nan() || b.is_nan() {
+        return f64::from_bits(CANONICAL_NAN_F64);
+    }
+    if order_key_f64(a.to_bits()) >= order_key_f64(b.to_bits()) {
+        a
+    } else {
+        b
+    }
+}
+
+/// Maps a possibly out-of-range index `j` along an axis of length `n >= 1` to an in-range
+/// index under a border mode, or `None` when the read yields the mode's constant.
+/// Valid for any distance from the range (the extension is periodic for reflect, mirror
+/// and wrap), as scipy.ndimage's filters do.
+#[inline]
+pub fn remap_index(j: i64, n: usize, border: &crate::types::Border) -> Option<usize> {
+    use crate::types::Border;
+    let n = n as i64;
+    if (0..n).contains(&j) {
+        return Some(j as usize);
+    }
+    let m = match border {
+        Border::Constant(_) => return None,
+        Border::Nearest => j.clamp(0, n - 1),
+        Border::Wrap => j.rem_euclid(n),
+        Border::Reflect => {
+            let m = j.rem_euclid(2 * n);
+            if m < n {
+                m
+            } else {
+                2 * n - 1 - m
+            }
+        }
+        Border::Mirror => {
+            if n == 1 {
+                0
+            } else {
+                let p = 2 * n - 2;
+                let m = j.rem_euclid(p);
+                if m < n {
+                    m
+                } else {
+                    p - m
+                }
+            }
+        }
+    };
+    Some(m as usize)
+}
+
+/// Casts an f64 value to `dtype`: f32 rounds to nearest-even (NaN becomes canonical), u8
+/// truncates toward zero and saturates to [0, 255] with NaN → 0, bool is `v != 0` (NaN → true).
+pub fn cast_f64(v: f64, dtype: DType) -> Scalar {
+    match dtype {
+        DType::F64 => Scalar::F64(canon_f64(v).to_bits()),
+        DType::F32 => Scalar::F32(canon_f32(v as f32).to_bits()),
+        DType::U8 => Scalar::U8(v as u8),
+        DType::Bool => Scalar::Bool(v != 0.0),
+    }
+}
+
+/// Casts a scalar to `dtype` by kiln's rules (see SEMANTICS.md, "cast"). A cast to the same
+/// dtype returns the value unchanged, bits included.
+pub fn cast(s: Scalar, dtype: DType) -> Scalar {
+    if s.dtype() == dtype {
+        return s;
+    }
+    match s {
+        Scalar::F32(b) => {
+            let v = f32::from_bits(b);
+            match dtype {
+                DType::F64 => Scalar::F64(canon_f64(v as f64).to_bits()),
+                DType::U8 => Scalar::U8(v as u8),
+                DType::Bool => Scalar::Bool(v != 0.0),
+                DType::F32 => unreachable!(),
+            }
+        }
+        Scalar::F64(b) => cast_f64(f64::from_bits(b), dtype),
+        Scalar::U8(v) => match dtype {
+            DType::F32 => Scalar::F32((v as f32).to_bits()),
+            DType::F64 => Scalar::F64((v as f64).to_bits()),
+            DType::Bool => Scalar::Bool(v != 0),
+            DType::U8 => unreachable!(),
+        },
+        Scalar::Bool(v) => match dtype {
+            DType::F32 => Scalar::F32((v as u8 as f32).to_bits()),
+            DType::F64 => Scalar::F64((v as u8 as f64).to_bits()),
+            DType::U8 => Scalar::U8(v as u8),
+            DType::Bool => unreachable!(),
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::types::Border;
+
+    #[test]
+    fn order_key_is_total_order_and_involution() {
+        let vals = [
+            f32::NEG_INFINITY,
+            -1.0,
+            -f32::MIN_POSITIVE,
+            -1e-45,
+            -0.0,
+            0.0,
+            1e-45,
+            1.0,
+            f32::INFINITY,
+        ];
+        for w in vals.windows(2) {
+            assert!(order_key_f32(w[0].to_bits()) < order_key_f32(w[1].to_bits()));
+        }
+        for v in vals {
+            let k = order_key_f32(v.to_bits()) as u32;
+            assert_eq!(order_key_f32(k) as u32, v.to_bits());
+        }
+    }
+
+    #[test]
+    fn min_max_order_signed_zero_and_canonical_nan() {
+        assert_eq!(min_f32(0.0, -0.0).to_bits(), (-0.0f32).to_bits());
+        assert_eq!(min_f32(-0.0, 0.0).to_bits(), (-0.0f32).to_bits());
+        assert_eq!(max_f32(-0.0, 0.0).to_bits(), 0.0f32.to_bits());
+        let payload = f32::from_bits(0xffc0_1234);
+        assert_eq!(min_f32(payload, 1.0).to_bits(), CANONICAL_NAN_F32);
+        assert_eq!(max_f32(1.0, payload).to_bits(), CANONICAL_NAN_F32);
+        assert_eq!(min_f64(-0.0, 0.0).to_bits(), (-0.0f64).to_bits());
+        assert_eq!(max_f64(f64::NAN, 0.0).to_bits(), CANONICAL_NAN_F64);
+    }
+
+    #[test]
+    fn remap_matches_scipy_tables() {
+        // scipy docs: input `a b c d` extended to the left by 3 and right by 3.
+        let n = 4;
+        let left = |b: &Border| -> Vec<Option<usize>> {
+            (-3..0).map(|j| remap_index(j, n, b)).collect()
+        };
+        let right = |b: &Border| -> Vec<Option<usize>> {
+            (4..7).map(|j| remap_index(j, n, b)).collect()
+        };
+        // reflect: d c b | a b c d | d c b ... left side is "c b a" reversed = c b a
+        assert_eq!(left(&Border::Reflect), vec![Some(2), Some(1), Some(0)]);
+        assert_eq!(right(&Border::Reflect), vec![Some(3), Some(2), Some(1)]);
+        assert_eq!(left(&Border::Mirror), vec![Some(3), Some(2), Some(1)]);
+        assert_eq!(right(&Border::Mirror), vec![Some(2), Some(1), Some(0)]);
+        assert_eq!(left(&Border::Nearest), vec![Some(0), Some(0), Some(0)]);
+        assert_eq!(left(&Border::Wrap), vec![Some(1), Some(2), Some(3)]);
+        assert_eq!(right(&Border::Wrap), vec![Some(0), Some(1), Some(2)]);
+        assert_eq!(left(&Border::Constant(Scalar::U8(0))), vec![None, None, None]);
+        // length one: every non-constant mode maps to 0
+        for b in [Border::Reflect, Border::Mirror, Border::Nearest, Border::Wrap] {
+            for j in -5..5 {
+                assert_eq!(remap_index(j, 1, &b), Some(0));
+            }
+        }
+    }
+
+    #[test]
+    fn casts_follow_documented_rules() {
+        assert_eq!(cast(Scalar::f32(f32::NAN), DType::U8), Scalar::U8(0));
+        assert_eq!(cast(Scalar::f32(300.7), DType::U8), Scalar::U8(255));
+        assert_eq!(cast(Scalar::f32(-3.0), DType::U8), Scalar::U8(0));
+        assert_eq!(cast(Scalar::f32(2.9), DType::U8), Scalar::U8(2));
+        assert_eq!(cast(Scalar::f32(f32::NAN), DType::Bool), Scalar::Bool(true));
+        assert_eq!(cast(Scalar::f32(-0.0), DType::Bool), Scalar::Bool(false));
+        assert_eq!(
+            cast(Scalar::F32(0xffc0_0001), DType::F64),
+            Scalar::F64(CANONICAL_NAN_F64)
+        );
+        assert_eq!(
+            cast(Scalar::F64(0xfff8_0000_0000_0001), DType::F32),
+            Scalar::F32(CANONICAL_NAN_F32)
+        );
+        // same-dtype cast keeps bits, payload included
+        assert_eq!(cast(Scalar::F32(0xffc0_0001), DType::F32), Scalar::F32(0xffc0_0001));
+    }
+}

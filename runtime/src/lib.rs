@@ -1,0 +1,38 @@
+//! kiln-runtime: tensors, the eager executor (the oracle) and the fused executor.
+
+pub mod eager;
+pub mod fused;
+pub mod tensor;
+
+pub use tensor::{Storage, Tensor};
+
+use thiserror::Error;
+
+/// Errors from running a graph.
+#[derive(Debug, Error)]
+pub enum RuntimeError {
+    /// A tensor's shape, strides or element count is unusable.
+    #[error("shape: {0}")]
+    Shape(String),
+    /// The inputs do not match the graph's declared inputs.
+    #[error("input {index}: expected {expected}, got {got}")]
+    InputMismatch {
+        /// Input position.
+        index: usize,
+        /// What the graph declares.
+        expected: String,
+        /// What was passed.
+        got: String,
+    },
+    /// Wrong number of inputs.
+    #[error("graph has {expected} inputs, {got} were given")]
+    InputCount {
+        /// What the graph declares.
+        expected: usize,
+        /// What was passed.
+        got: usize,
+    },
+    /// Code generation failed.
+    #[error(transparent)]
+    Codegen(#[from] kiln_codegen::CodegenError),
+}

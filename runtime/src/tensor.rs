@@ -1,0 +1,328 @@
+//! Tensors: shared storage plus a strided view (shape, element strides, element offset).
+
+use std::sync::Arc;
+
+use kiln_ir::{DType, Scalar};
+
+use crate::RuntimeError;
+
+/// Typed backing storage. Bool is stored as bytes holding 0 or 1.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Storage {
+    /// f32 elements.
+    F32(Vec<f32>),
+    /// f64 elements.
+    F64(Vec<f64>),
+    /// u8 elements.
+    U8(Vec<u8>),
+    /// bool elements as 0/1 bytes.
+    Bool(Vec<u8>),
+}
+
+impl Storage {
+    /// Zero-filled storage of `len` elements.
+    pub fn zeros(dtype: DType, len: usize) -> Storage {
+        match dtype {
+            DType::F32 => Storage::F32(vec![0.0; len]),
+            DType::F64 => Storage::F64(vec![0.0; len]),
+            DType::U8 => Storage::U8(vec![0; len]),
+            DType::Bool => Storage::Bool(vec![0; len]),
+        }
+    }
+
+    /// Element type.
+    pub fn dtype(&self) -> DType {
+        match self {
+            Storage::F32(_) => DType::F32,
+            Storage::F64(_) => DType::F64,
+            Storage::U8(_) => DType::U8,
+            Storage::Bool(_) => DType::Bool,
+        }
+    }
+
+    /// Number of elements.
+    pub fn len(&self) -> usize {
+        match self {
+            Storage::F32(v) => v.len(),
+            Storage::F64(v) => v.len(),
+            Storage::U8(v) | Storage::Bool(v) => v.len(),
+        }
+    }
+
+    /// True when there are no elements.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Base pointer of the elements, as bytes.
+    pub fn as_ptr(&self) -> *const u8 {
+        match self {
+            Storage::F32(v) => v.as_ptr() as *const u8,
+            Storage::F64(v) => v.as_ptr() as *const u8,
+            Storage::U8(v) | Storage::Bool(v) => v.as_ptr(),
+        }
+    }
+
+    /// Mutable base pointer of the elements, as bytes.
+    pub fn as_mut_ptr(&mut self) -> *mut u8 {
+        match self {
+            Storage::F32(v) => v.as_mut_ptr() as *mut u8,
+            Storage::F64(v) => v.as_mut_ptr() as *mut u8,
+            Storage::U8(v) | Storage::Bool(v) => v.as_mut_ptr(),
+        }
+    }
+
+    /// Element `i` as a scalar.
+    pub fn get(&self, i: usize) -> Scalar {
+        match self {
+            Storage::F32(v) => Scalar::F32(v[i].to_bits()),
+            Storage::F64(v) => Scalar::F64(v[i].to_bits()),
+            Storage::U8(v) => Scalar::U8(v[i]),
+            Storage::Bool(v) => Scalar::Bool(v[i] != 0),
+        }
+    }
+
+    /// Sets element `i`; the scalar must have the storage's dtype.
+    pub fn set(&mut self, i: usize, s: Scalar) {
+        match (self, s) {
+            (Storage::F32(v), Scalar::F32(b)) => v[i] = f32::from_bits(b),
+            (Storage::F64(v), Scalar::F64(b)) => v[i] = f64::from_bits(b),
+            (Storage::U8(v), Scalar::U8(x)) => v[i] = x,
+            (Storage::Bool(v), Scalar::Bool(x)) => v[i] = x as u8,
+            (st, s) => panic!("dtype mismatch: storage {} vs scalar {}", st.dtype(), s.dtype()),
+        }
+    }
+}
+
+/// A tensor: a strided view into shared storage. Strides are in elements and may be any
+/// non-negative values that keep every element inside the storage (checked on creation).
+#[derive(Clone, Debug)]
+pub struct Tensor {
+    storage: Arc<Storage>,
+    shape: Vec<usize>,
+    strides: Vec<usize>,
+    offset: usize,
+}
+
+impl Tensor {
+    /// A contiguous (row-major) tensor owning `storage`.
+    pub fn from_storage(storage: Storage, shape: &[usize]) -> Result<Tensor, RuntimeError> {
+        let n: usize = shape.iter().product();
+        if n != storage.len() {
+            return Err(RuntimeError::Shape(format!(
+                "shape {shape:?} needs {n} elements, storage has {}",
+                storage.len()
+            )));
+        }
+        Ok(Tensor {
+            storage: Arc::new(storage),
+            strides: contiguous_strides(shape),
+            shape: shape.to_vec(),
+            offset: 0,
+        })
+    }
+
+    /// A contiguous tensor of f32 values.
+    pub fn from_f32(data: Vec<f32>, shape: &[usize]) -> Result<Tensor, RuntimeError> {
+        Tensor::from_storage(Storage::F32(data), shape)
+    }
+
+    /// A zero-filled contiguous tensor.
+    pub fn zeros(dtype: DType, shape: &[usize]) -> Tensor {
+        let n = shape.iter().product();
+        Tensor {
+            storage: Arc::new(Storage::zeros(dtype, n)),
+            strides: contiguous_strides(shape),
+            shape: shape.to_vec(),
+            offset: 0,
+        }
+    }
+
+    /// A view of `storage` with explicit shape, strides (elements) and offset. Fails if any
+    /// element would fall outside the storage.
+    pub fn from_parts(
+        storage: Arc<Storage>,
+        shape: &[usize],
+        strides: &[usize],
+        offset: usize,
+    ) -> Result<Tensor, RuntimeError> {
+        if shape.len() != strides.len() {
+            return Err(RuntimeError::Shape(format!(
+                "shape {shape:?} and strides {strides:?} differ in rank"
+            )));
+        }
+        if shape.contains(&0) {
+            return Err(RuntimeError::Shape(format!("empty tensor of shape {shape:?}")));
+        }
+        let mut last = offset;
+        for (&d, &s) in shape.iter().zip(strides) {
+            last = (d - 1)
+                .checked_mul(s)
+                .and_then(|x| x.checked_add(last))
+                .ok_or_else(|| RuntimeError::Shape("strides overflow".into()))?;
+        }
+        if last >= storage.len() {
+            return Err(RuntimeError::Shape(format!(
+                "view (shape {shape:?}, strides {strides:?}, offset {offset}) reaches element {last} of {}",
+                storage.len()
+            )));
+        }
+        Ok(Tensor {
+            storage,
+            shape: shape.to_vec(),
+            strides: strides.to_vec(),
+            offset,
+        })
+    }
+
+    /// Element type.
+    pub fn dtype(&self) -> DType {
+        self.storage.dtype()
+    }
+
+    /// Shape.
+    pub fn shape(&self) -> &[usize] {
+        &self.shape
+    }
+
+    /// Strides in elements.
+    pub fn strides(&self) -> &[usize] {
+        &self.strides
+    }
+
+    /// Offset of element 0 in the storage, in elements.
+    pub fn offset(&self) -> usize {
+        self.offset
+    }
+
+    /// The shared storage.
+    pub fn storage(&self) -> &Arc<Storage> {
+        &self.storage
+    }
+
+    /// Number of elements.
+    pub fn numel(&self) -> usize {
+        self.shape.iter().product()
+    }
+
+    /// True if the view is row-major contiguous from its offset.
+    pub fn is_contiguous(&self) -> bool {
+        self.strides == contiguous_strides(&self.shape)
+    }
+
+    /// Storage index of the element at `index` (one entry per axis).
+    pub fn storage_index(&self, index: &[usize]) -> usize {
+        self.offset
+            + index
+                .iter()
+                .zip(&self.strides)
+                .map(|(i, s)| i * s)
+                .sum::<usize>()
+    }
+
+    /// The element at `index`.
+    pub fn get(&self, index: &[usize]) -> Scalar {
+        self.storage.get(self.storage_index(index))
+    }
+
+    /// A view with axes permuted: axis `i` of the result is axis `perm[i]` of `self`.
+    pub fn permuted(&self, perm: &[usize]) -> Result<Tensor, RuntimeError> {
+        let mut seen = vec![false; self.shape.len()];
+        if perm.len() != self.shape.len() || perm.iter().any(|&p| p >= seen.len() || std::mem::replace(&mut seen[p], true)) {
+            return Err(RuntimeError::Shape(format!("{perm:?} is not a permutation of rank {}", self.shape.len())));
+        }
+        Ok(Tensor {
+            storage: self.storage.clone(),
+            shape: perm.iter().map(|&p| self.shape[p]).collect(),
+            strides: perm.iter().map(|&p| self.strides[p]).collect(),
+            offset: self.offset,
+        })
+    }
+
+    /// A copy of the same values in a new storage laid out so that axis `order[0]` is the
+    /// outermost in memory and `order[last]` the innermost; the logical shape is unchanged.
+    /// `order = [0, 2, 3, 1]` on a 4-D tensor gives channels-last.
+    pub fn with_memory_order(&self, order: &[usize]) -> Result<Tensor, RuntimeError> {
+        let physical = self.permuted(order)?.to_contiguous();
+        let mut inverse = vec![0; order.len()];
+        for (i, &o) in order.iter().enumerate() {
+            inverse[o] = i;
+        }
+        physical.permuted(&inverse)
+    }
+
+    /// A contiguous copy (or a clone sharing storage, when already contiguous with offset 0
+    /// and exact storage length).
+    pub fn to_contiguous(&self) -> Tensor {
+        if self.is_contiguous() && self.offset == 0 && self.storage.len() == self.numel() {
+            return self.clone();
+        }
+        let n = self.numel();
+        let mut out = Storage::zeros(self.dtype(), n);
+        let mut index = vec![0usize; self.shape.len()];
+        for flat in 0..n {
+            out.set(flat, self.get(&index));
+            increment(&mut index, &self.shape);
+        }
+        Tensor {
+            storage: Arc::new(out),
+            strides: contiguous_strides(&self.shape),
+            shape: self.shape.clone(),
+            offset: 0,
+        }
+    }
+
+    /// All elements in row-major logical order.
+    pub fn to_scalars(&self) -> Vec<Scalar> {
+        let mut v = Vec::with_capacity(self.numel());
+        let mut index = vec![0usize; self.shape.len()];
+        for _ in 0..self.numel() {
+            v.push(self.get(&index));
+            increment(&mut index, &self.shape);
+        }
+        v
+    }
+}
+
+/// Row-major strides of `shape`, in elements.
+pub fn contiguous_strides(shape: &[usize]) -> Vec<usize> {
+    let mut strides = vec![1; shape.len()];
+    for i in (0..shape.len().saturating_sub(1)).rev() {
+        strides[i] = strides[i + 1] * shape[i + 1];
+    }
+    strides
+}
+
+/// Advances a row-major multi-index by one (wrapping to all zeros after the last element).
+pub fn increment(index: &mut [usize], shape: &[usize]) {
+    for ax in (0..shape.len()).rev() {
+        index[ax] += 1;
+        if index[ax] < shape[ax] {
+            return;
+        }
+        index[ax] = 0;
+    }
+}
+
+/// Finds the first element where `a` and `b` differ bit for bit; `None` if they are
+/// identical in dtype, shape and every element's bits.
+pub fn first_difference(a: &Tensor, b: &Tensor) -> Option<String> {
+    if a.dtype() != b.dtype() || a.shape() != b.shape() {
+        return Some(format!(
+            "type differs: {}{:?} vs {}{:?}",
+            a.dtype(),
+            a.shape(),
+            b.dtype(),
+            b.shape()
+        ));
+    }
+    let mut index = vec![0usize; a.shape().len()];
+    for _ in 0..a.numel() {
+        let (x, y) = (a.get(&index), b.get(&index));
+        if x != y {
+            return Some(format!("index {index:?}: {x} vs {y}"));
+        }
+        increment(&mut index, a.shape());
+    }
+    None
+}
