@@ -36,6 +36,10 @@ pub enum Op {
         /// Border mode on the source's shape.
         border: Border,
     },
+    /// True when the point plus `offset` lies inside the tensor shape along every spatial
+    /// axis. Used to inline a pointwise producer read through a constant border exactly:
+    /// `select(in_range(o), f(x at o), cval)`.
+    InRange(Vec<i64>),
     /// A constant.
     Const(Scalar),
     /// Elementwise unary op (semantics of `kiln_ir::semantics`).

@@ -5,10 +5,22 @@
 //! * [`ptx`] renders a kernel as PTX text for CUDA.
 
 pub mod cpu;
+pub mod fault;
 pub mod kernel;
 pub mod lower;
+pub mod ptx;
 
 use thiserror::Error;
+
+pub use fault::Fault;
+pub use kernel::Kernel;
+
+/// Options that change generated code. Part of the kernel cache key.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub struct CompileOptions {
+    /// A planted miscompilation (fuzzer tests only); `None` in normal use.
+    pub fault: Option<Fault>,
+}
 
 /// Errors from lowering or code generation.
 #[derive(Debug, Error)]

@@ -8,6 +8,7 @@
 pub mod builder;
 pub mod error;
 pub mod graph;
+pub mod parser;
 pub mod passes;
 pub mod printer;
 pub mod semantics;

@@ -1,6 +1,9 @@
 //! kiln-runtime: tensors, the eager executor (the oracle) and the fused executor.
 
 pub mod eager;
+#[cfg(feature = "cuda")]
+pub mod cuda;
+pub mod npy;
 pub mod fused;
 pub mod tensor;
 

@@ -10,18 +10,32 @@
 use kiln_ir::{Border, ReduceOp};
 
 use crate::kernel::{Kernel, Source};
-use crate::CodegenError;
+use crate::{CodegenError, CompileOptions};
 
-/// One row pointer a stage's row function needs: the row of `source` at the output row's
-/// outer coordinates plus `outer_offset`, remapped under `border`.
+/// What a row slot points at.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum SlotKind {
+    /// The row of `source` at the output row's outer coordinates plus the slot's
+    /// `outer_offset`, remapped under `border`; under a constant border and out of range, a
+    /// single element holding the constant (stride 0).
+    Row {
+        /// Tensor the row belongs to.
+        source: Source,
+        /// Border mode along the outer axes (and along the innermost axis, inside the kernel).
+        border: Border,
+    },
+    /// A single byte (stride 0): 1 if the output row's outer coordinates plus `outer_offset`
+    /// are inside the shape, else 0. Feeds [`crate::kernel::Op::InRange`].
+    OuterInRange,
+}
+
+/// One pointer a stage's row function needs.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct RowSlot {
-    /// Tensor the row belongs to.
-    pub source: Source,
+    /// What the pointer refers to.
+    pub kind: SlotKind,
     /// Offsets along the spatial axes except the innermost (`spatial_rank - 1` entries).
     pub outer_offset: Vec<i64>,
-    /// Border mode along those axes (and along the innermost axis, inside the kernel).
-    pub border: Border,
 }
 
 /// Computes one output row of a stencil stage.
@@ -102,8 +116,9 @@ pub struct CpuKernel {
     // The JIT module that owns the code goes here (freed on drop).
 }
 
-/// Compiles `kernel` for the host CPU.
-pub fn compile(kernel: &Kernel) -> Result<CpuKernel, CodegenError> {
-    let _ = kernel;
+/// Compiles `kernel` for the host CPU. `options.fault` plants a deliberate miscompilation
+/// (tests of the fuzzer only).
+pub fn compile(kernel: &Kernel, options: &CompileOptions) -> Result<CpuKernel, CodegenError> {
+    let _ = (kernel, options);
     todo!("Cranelift backend")
 }

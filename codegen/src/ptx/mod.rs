@@ -1,0 +1,1 @@
+//! The PTX backend: renders the kernel form as PTX text for CUDA.
