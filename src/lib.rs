@@ -1,4 +1,15 @@
 //! kiln: a JIT kernel compiler and operator-fusion engine for image-processing operators.
+//!
+//! Build a graph with [`ir::GraphBuilder`] (or an operator from [`ops`]), then run it op by op
+//! with [`eager`] (the oracle) or compiled and fused with an [`Engine`]. Both give the same
+//! bits.
+
+pub mod fuzz;
+
+pub use kiln_codegen as codegen;
 pub use kiln_ir as ir;
 pub use kiln_ops as ops;
 pub use kiln_runtime as runtime;
+pub use kiln_runtime::eager;
+pub use kiln_runtime::fused::{CompiledGraph, Engine};
+pub use kiln_runtime::{RuntimeError, Tensor};

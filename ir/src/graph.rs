@@ -392,3 +392,104 @@ impl Graph {
         users
     }
 }
+
+impl UnaryOp {
+    /// All unary ops, in a fixed order.
+    pub const ALL: [UnaryOp; 6] = [
+        UnaryOp::Neg,
+        UnaryOp::Abs,
+        UnaryOp::Sqrt,
+        UnaryOp::IsNan,
+        UnaryOp::IsFinite,
+        UnaryOp::Not,
+    ];
+
+    /// Lower-case mnemonic used by the text form (`neg`, `is_nan`, ...).
+    pub fn name(self) -> &'static str {
+        match self {
+            UnaryOp::Neg => "neg",
+            UnaryOp::Abs => "abs",
+            UnaryOp::Sqrt => "sqrt",
+            UnaryOp::IsNan => "is_nan",
+            UnaryOp::IsFinite => "is_finite",
+            UnaryOp::Not => "not",
+        }
+    }
+
+    /// Parses a mnemonic produced by [`UnaryOp::name`].
+    pub fn from_name(s: &str) -> Option<UnaryOp> {
+        UnaryOp::ALL.into_iter().find(|op| op.name() == s)
+    }
+}
+
+impl BinaryOp {
+    /// All binary ops, in a fixed order.
+    pub const ALL: [BinaryOp; 14] = [
+        BinaryOp::Add,
+        BinaryOp::Sub,
+        BinaryOp::Mul,
+        BinaryOp::Div,
+        BinaryOp::Min,
+        BinaryOp::Max,
+        BinaryOp::And,
+        BinaryOp::Or,
+        BinaryOp::Lt,
+        BinaryOp::Le,
+        BinaryOp::Gt,
+        BinaryOp::Ge,
+        BinaryOp::Eq,
+        BinaryOp::Ne,
+    ];
+
+    /// Lower-case mnemonic used by the text form (`add`, `lt`, ...).
+    pub fn name(self) -> &'static str {
+        match self {
+            BinaryOp::Add => "add",
+            BinaryOp::Sub => "sub",
+            BinaryOp::Mul => "mul",
+            BinaryOp::Div => "div",
+            BinaryOp::Min => "min",
+            BinaryOp::Max => "max",
+            BinaryOp::And => "and",
+            BinaryOp::Or => "or",
+            BinaryOp::Lt => "lt",
+            BinaryOp::Le => "le",
+            BinaryOp::Gt => "gt",
+            BinaryOp::Ge => "ge",
+            BinaryOp::Eq => "eq",
+            BinaryOp::Ne => "ne",
+        }
+    }
+
+    /// Parses a mnemonic produced by [`BinaryOp::name`].
+    pub fn from_name(s: &str) -> Option<BinaryOp> {
+        BinaryOp::ALL.into_iter().find(|op| op.name() == s)
+    }
+}
+
+impl ReduceOp {
+    /// All reduction ops, in a fixed order.
+    pub const ALL: [ReduceOp; 5] = [
+        ReduceOp::Min,
+        ReduceOp::Max,
+        ReduceOp::Sum,
+        ReduceOp::Any,
+        ReduceOp::All,
+    ];
+
+    /// Lower-case mnemonic used by the text form (`min`, `sum`, ...).
+    pub fn name(self) -> &'static str {
+        match self {
+            ReduceOp::Min => "min",
+            ReduceOp::Max => "max",
+            ReduceOp::Sum => "sum",
+            ReduceOp::Any => "any",
+            ReduceOp::All => "all",
+        }
+    }
+
+    /// Parses a mnemonic produced by [`ReduceOp::name`].
+    pub fn from_name(s: &str) -> Option<ReduceOp> {
+        ReduceOp::ALL.into_iter().find(|op| op.name() == s)
+    }
+}

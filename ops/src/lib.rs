@@ -1,1 +1,3 @@
-//! TODO ops
+//! kiln-ops: image-processing operators written in the kiln IR.
+
+pub mod network;

@@ -326,3 +326,149 @@ pub fn first_difference(a: &Tensor, b: &Tensor) -> Option<String> {
     }
     None
 }
+
+/// Copies the elements of a strided view into a new row-major vector, one typed inner loop
+/// per row (the last axis), so no per-element dispatch.
+fn strided_copy<T: Copy>(src: &[T], shape: &[usize], strides: &[usize], offset: usize) -> Vec<T> {
+    let n: usize = shape.iter().product();
+    let mut out = Vec::with_capacity(n);
+    if n == 0 {
+        return out;
+    }
+    let Some((&w, outer_shape)) = shape.split_last() else {
+        out.push(src[offset]);
+        return out;
+    };
+    let sw = strides[strides.len() - 1];
+    let rows = n / w;
+    let mut index = vec![0usize; outer_shape.len()];
+    for _ in 0..rows {
+        let base = offset
+            + index
+                .iter()
+                .zip(strides)
+                .map(|(i, s)| i * s)
+                .sum::<usize>();
+        if sw == 1 {
+            out.extend_from_slice(&src[base..base + w]);
+        } else {
+            out.extend((0..w).map(|x| src[base + x * sw]));
+        }
+        increment(&mut index, outer_shape);
+    }
+    out
+}
+
+/// Element types that convert between [`Tensor`] and `ndarray::ArrayD`.
+pub trait NdElement: Copy + 'static {
+    /// The matching kiln dtype.
+    const DTYPE: DType;
+    /// Wraps a row-major vector as storage.
+    fn into_storage(v: Vec<Self>) -> Storage;
+    /// The elements of a row-major storage of this dtype, or `None` for another dtype.
+    fn from_storage(s: &Storage) -> Option<Vec<Self>>;
+}
+
+impl NdElement for f32 {
+    const DTYPE: DType = DType::F32;
+    fn into_storage(v: Vec<Self>) -> Storage {
+        Storage::F32(v)
+    }
+    fn from_storage(s: &Storage) -> Option<Vec<Self>> {
+        match s {
+            Storage::F32(v) => Some(v.clone()),
+            _ => None,
+        }
+    }
+}
+
+impl NdElement for f64 {
+    const DTYPE: DType = DType::F64;
+    fn into_storage(v: Vec<Self>) -> Storage {
+        Storage::F64(v)
+    }
+    fn from_storage(s: &Storage) -> Option<Vec<Self>> {
+        match s {
+            Storage::F64(v) => Some(v.clone()),
+            _ => None,
+        }
+    }
+}
+
+impl NdElement for u8 {
+    const DTYPE: DType = DType::U8;
+    fn into_storage(v: Vec<Self>) -> Storage {
+        Storage::U8(v)
+    }
+    fn from_storage(s: &Storage) -> Option<Vec<Self>> {
+        match s {
+            Storage::U8(v) => Some(v.clone()),
+            _ => None,
+        }
+    }
+}
+
+impl NdElement for bool {
+    const DTYPE: DType = DType::Bool;
+    fn into_storage(v: Vec<Self>) -> Storage {
+        Storage::Bool(v.into_iter().map(u8::from).collect())
+    }
+    fn from_storage(s: &Storage) -> Option<Vec<Self>> {
+        match s {
+            Storage::Bool(v) => Some(v.iter().map(|&b| b != 0).collect()),
+            _ => None,
+        }
+    }
+}
+
+impl Tensor {
+    /// A fresh row-major copy of the viewed elements as storage of `numel()` elements
+    /// (typed loop per row; bool bytes are copied as stored).
+    pub fn contiguous_storage(&self) -> Storage {
+        let (sh, st, off) = (&self.shape[..], &self.strides[..], self.offset);
+        match &*self.storage {
+            Storage::F32(v) => Storage::F32(strided_copy(v, sh, st, off)),
+            Storage::F64(v) => Storage::F64(strided_copy(v, sh, st, off)),
+            Storage::U8(v) => Storage::U8(strided_copy(v, sh, st, off)),
+            Storage::Bool(v) => Storage::Bool(strided_copy(v, sh, st, off)),
+        }
+    }
+
+    /// A contiguous tensor of f64 values.
+    pub fn from_f64(data: Vec<f64>, shape: &[usize]) -> Result<Tensor, RuntimeError> {
+        Tensor::from_storage(Storage::F64(data), shape)
+    }
+
+    /// A contiguous tensor of u8 values.
+    pub fn from_u8(data: Vec<u8>, shape: &[usize]) -> Result<Tensor, RuntimeError> {
+        Tensor::from_storage(Storage::U8(data), shape)
+    }
+
+    /// A contiguous tensor of bool values.
+    pub fn from_bool(data: Vec<bool>, shape: &[usize]) -> Result<Tensor, RuntimeError> {
+        Tensor::from_storage(bool::into_storage(data), shape)
+    }
+
+    /// A contiguous tensor holding the elements of an `ndarray` array (any memory layout).
+    pub fn from_ndarray<T: NdElement>(a: &ndarray::ArrayD<T>) -> Tensor {
+        let data: Vec<T> = a.iter().copied().collect();
+        Tensor::from_storage(T::into_storage(data), a.shape())
+            .expect("an ndarray's element count matches its shape")
+    }
+
+    /// The elements as an `ndarray` array in standard layout; fails when `T` is not the
+    /// tensor's dtype.
+    pub fn to_ndarray<T: NdElement>(&self) -> Result<ndarray::ArrayD<T>, RuntimeError> {
+        if T::DTYPE != self.dtype() {
+            return Err(RuntimeError::Shape(format!(
+                "tensor is {}, asked for an array of {}",
+                self.dtype(),
+                T::DTYPE
+            )));
+        }
+        let data = T::from_storage(&self.contiguous_storage())
+            .expect("dtype checked above");
+        ndarray::ArrayD::from_shape_vec(ndarray::IxDyn(&self.shape), data)
+            .map_err(|e| RuntimeError::Shape(e.to_string()))
+    }
+}

@@ -7,9 +7,17 @@
 //! interior fast path (fixed offsets, no bounds checks, F32X4 vectors) and a scalar border
 //! path that remaps column indices.
 
-use kiln_ir::{Border, ReduceOp};
+mod along;
+mod jit;
+mod rowfn;
+mod values;
 
-use crate::kernel::{Kernel, Source};
+use std::fmt::Write as _;
+use std::time::Instant;
+
+use kiln_ir::{Border, DType, ReduceOp};
+
+use crate::kernel::{Kernel, KernelBody, Source};
 use crate::{CodegenError, CompileOptions};
 
 /// What a row slot points at.
@@ -113,12 +121,142 @@ pub struct CpuKernel {
     pub body: CpuBody,
     /// Milliseconds spent in Cranelift.
     pub compile_ms: f64,
-    // The JIT module that owns the code goes here (freed on drop).
+    /// What each stage's row function does (for [`CpuKernel::describe`]).
+    notes: Vec<String>,
+    /// The JIT module that owns the code (freed on drop).
+    _code: jit::CodeOwner,
+}
+
+impl CpuKernel {
+    /// A short human-readable summary: slots per stage and whether its interior is
+    /// vectorised.
+    pub fn describe(&self) -> String {
+        let mut s = String::new();
+        let kind = match &self.body {
+            CpuBody::Stencil(st) => format!("stencil, {} stage(s)", st.len()),
+            CpuBody::AlongAxis { axis, op, scan, .. } => format!(
+                "{} {:?} along axis {axis}",
+                if *scan { "scan" } else { "reduce" },
+                op
+            ),
+        };
+        let _ = writeln!(
+            s,
+            "cpu kernel: {kind}, output {}, compiled in {:.2} ms",
+            self.kernel.output, self.compile_ms
+        );
+        for n in &self.notes {
+            let _ = writeln!(s, "  {n}");
+        }
+        s
+    }
 }
 
 /// Compiles `kernel` for the host CPU. `options.fault` plants a deliberate miscompilation
 /// (tests of the fuzzer only).
 pub fn compile(kernel: &Kernel, options: &CompileOptions) -> Result<CpuKernel, CodegenError> {
-    let _ = (kernel, options);
-    todo!("Cranelift backend")
+    let t0 = Instant::now();
+    let mut j = jit::Jit::new()?;
+    let fault = options.fault;
+    let mut notes = Vec::new();
+    enum Pending {
+        Stencil(Vec<(Vec<RowSlot>, cranelift_module::FuncId)>),
+        Along {
+            axis: usize,
+            op: ReduceOp,
+            scan: bool,
+            fold: cranelift_module::FuncId,
+            combine: cranelift_module::FuncId,
+        },
+    }
+    let pending = match &kernel.body {
+        KernelBody::Stencil { stages } => {
+            rowfn::validate(kernel)?;
+            let mut out = Vec::with_capacity(stages.len());
+            for (i, stage) in stages.iter().enumerate() {
+                let plan = rowfn::plan_stage(kernel, i, fault)?;
+                let id = j.define(&format!("stage{i}"), &rowfn::row_params(), |b, params| {
+                    rowfn::build(b, stage, &plan, params, fault)
+                })?;
+                notes.push(plan.describe(i, stage));
+                out.push((plan.slots, id));
+            }
+            Pending::Stencil(out)
+        }
+        KernelBody::Scan { axis, op } | KernelBody::AxisReduce { axis, op } => {
+            let scan = matches!(kernel.body, KernelBody::Scan { .. });
+            let dtype = along::validate(kernel, *axis, *op)?;
+            let fold = j.define("fold", &along::fold_params(), |b, params| {
+                along::build_fold(b, dtype, *op, params, fault)
+            })?;
+            let combine = j.define("combine", &along::combine_params(), |b, params| {
+                along::build_combine(b, dtype, *op, params, fault)
+            })?;
+            notes.push(format!(
+                "{dtype} {op:?}: scalar fold (innermost axis) and combine (outer axes)"
+            ));
+            Pending::Along {
+                axis: *axis,
+                op: *op,
+                scan,
+                fold,
+                combine,
+            }
+        }
+    };
+    let module = j.finish()?;
+    let body = match pending {
+        Pending::Stencil(stages) => CpuBody::Stencil(
+            stages
+                .into_iter()
+                .map(|(slots, id)| {
+                    let ptr = module.get_finalized_function(id);
+                    // SAFETY: `ptr` is the finalized code of a function defined with the
+                    // signature `rowfn::row_params()`, which is exactly `RowFn`'s (three
+                    // pointers and two i64, no result, the platform's C calling convention).
+                    // The code lives as long as `module`, which the returned `CpuKernel` owns.
+                    let func = unsafe { std::mem::transmute::<*const u8, RowFn>(ptr) };
+                    CpuStage { slots, func }
+                })
+                .collect(),
+        ),
+        Pending::Along {
+            axis,
+            op,
+            scan,
+            fold,
+            combine,
+        } => {
+            let fp = module.get_finalized_function(fold);
+            let cp = module.get_finalized_function(combine);
+            // SAFETY: both functions were defined with the parameter lists of `FoldFn` and
+            // `CombineFn` (pointers and i64s, no result, C calling convention); their code is
+            // owned by `module`, which the returned `CpuKernel` keeps alive.
+            let (fold, combine) = unsafe {
+                (
+                    std::mem::transmute::<*const u8, FoldFn>(fp),
+                    std::mem::transmute::<*const u8, CombineFn>(cp),
+                )
+            };
+            CpuBody::AlongAxis {
+                axis,
+                op,
+                scan,
+                fold,
+                combine,
+            }
+        }
+    };
+    Ok(CpuKernel {
+        kernel: kernel.clone(),
+        body,
+        compile_ms: t0.elapsed().as_secs_f64() * 1e3,
+        notes,
+        _code: jit::CodeOwner::new(module),
+    })
+}
+
+/// Size in bytes of one element, as used for address arithmetic.
+fn esize(d: DType) -> i64 {
+    d.size_bytes() as i64
 }

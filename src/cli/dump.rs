@@ -1,0 +1,69 @@
+//! `kiln dump OP`: the graph before and after each pass, the fused groups and the kernels.
+
+use std::process::ExitCode;
+
+use clap::Args;
+use kiln::codegen::lower::lower;
+use kiln::ir::passes::{cse::cse, dce::dce, fuse, prune::prune};
+use kiln::ir::printer::print;
+use kiln::ir::{DType, TensorType};
+
+use super::{parse_params, CliError};
+
+/// Arguments of `kiln dump`.
+#[derive(Args, Debug)]
+pub struct DumpArgs {
+    /// Operator name.
+    op: String,
+    /// Operator parameter `name=value` (repeatable).
+    #[arg(long = "param")]
+    params: Vec<String>,
+    /// Input shape, comma-separated `B,C,S1..Sd`.
+    #[arg(long, default_value = "1,1,64,64")]
+    shape: String,
+    /// Input dtype: f32, f64, u8 or bool.
+    #[arg(long, default_value = "f32")]
+    dtype: String,
+    /// Also print the PTX of each kernel.
+    #[arg(long)]
+    ptx: bool,
+    /// PTX target architecture (`sm_XX`), with `--ptx`.
+    #[arg(long, default_value_t = 80)]
+    sm: u32,
+}
+
+/// Runs `kiln dump`.
+pub fn run(a: DumpArgs) -> Result<ExitCode, CliError> {
+    let params = parse_params(&a.params)?;
+    let shape = a
+        .shape
+        .split(',')
+        .map(|s| s.trim().parse::<usize>())
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|_| CliError::Usage(format!("--shape '{}' is not a comma-separated list of sizes", a.shape)))?;
+    let dtype = DType::from_name(&a.dtype)
+        .ok_or_else(|| CliError::Usage(format!("unknown dtype '{}' (f32, f64, u8, bool)", a.dtype)))?;
+    let graph = kiln::ops::build_op(&a.op, &params, &TensorType { dtype, shape })?;
+    println!("== graph as built ({} nodes)\n{}", graph.len(), print(&graph));
+    let after_cse = cse(&graph);
+    println!("== after cse ({} nodes)\n{}", after_cse.len(), print(&after_cse));
+    let after_dce = dce(&after_cse);
+    println!("== after dce ({} nodes)\n{}", after_dce.len(), print(&after_dce));
+    let after_prune = prune(&after_dce);
+    println!("== after prune ({} nodes)\n{}", after_prune.len(), print(&after_prune));
+    let partition = fuse(&after_prune);
+    println!("== fused groups ({} kernels)\n{}", partition.groups.len(), partition.describe(&after_prune));
+    for (i, group) in partition.groups.iter().enumerate() {
+        let kernel = lower(&after_prune, group)?;
+        println!("== kernel {i}\n{kernel}");
+        if a.ptx {
+            let target = kiln::codegen::ptx::PtxTarget {
+                sm: a.sm,
+                ..Default::default()
+            };
+            let module = kiln::codegen::ptx::render(&kernel, &target, &Default::default())?;
+            println!("== kernel {i} PTX (sm_{})\n{}", a.sm, module.text);
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,145 @@
+//! Bad CLI input gives a one-line error and exit code 2, never a panic.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn kiln(args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_kiln")).args(args).output().unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+fn tmp(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("kiln-cli-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir.join(name)
+}
+
+/// Writes a minimal v1 .npy file with the given descr and shape and raw data bytes.
+fn write_npy(path: &Path, descr: &str, shape: &[usize], data: &[u8]) {
+    let shape_txt = match shape.len() {
+        1 => format!("({},)", shape[0]),
+        _ => format!("({})", shape.iter().map(|d| d.to_string()).collect::<Vec<_>>().join(", ")),
+    };
+    let mut header = format!("{{'descr': '{descr}', 'fortran_order': False, 'shape': {shape_txt}, }}");
+    while (10 + header.len() + 1) % 64 != 0 {
+        header.push(' ');
+    }
+    header.push('\n');
+    let mut bytes = b"\x93NUMPY\x01\x00".to_vec();
+    bytes.extend((header.len() as u16).to_le_bytes());
+    bytes.extend(header.as_bytes());
+    bytes.extend(data);
+    std::fs::write(path, bytes).unwrap();
+}
+
+fn assert_clean_error(code: i32, stderr: &str, what: &str) {
+    assert_eq!(code, 2, "{what}: exit code {code}, stderr: {stderr}");
+    assert!(!stderr.contains("panicked"), "{what}: panic: {stderr}");
+    assert_eq!(stderr.trim_end().lines().count(), 1, "{what}: not one line: {stderr}");
+    assert!(stderr.starts_with("kiln: error: ") || stderr.starts_with("error:"), "{what}: {stderr}");
+}
+
+fn good_input() -> PathBuf {
+    let p = tmp("good.npy");
+    let data: Vec<u8> = (0..16).flat_map(|i| (i as f32).to_le_bytes()).collect();
+    write_npy(&p, "<f4", &[1, 1, 4, 4], &data);
+    p
+}
+
+#[test]
+fn good_run_succeeds() {
+    let input = good_input();
+    let out = tmp("out.npy");
+    for exec in ["eager", "fused"] {
+        let (code, _, err) = kiln(&[
+            "run", "median_blur", "--input", input.to_str().unwrap(), "--output",
+            out.to_str().unwrap(), "--param", "k=3", "--exec", exec,
+        ]);
+        assert_eq!(code, 0, "{err}");
+        assert!(out.exists());
+    }
+}
+
+#[test]
+fn unknown_op() {
+    let input = good_input();
+    let (code, _, err) = kiln(&["run", "no_such_op", "--input", input.to_str().unwrap(), "--output", "/dev/null"]);
+    assert_clean_error(code, &err, "unknown op");
+}
+
+#[test]
+fn unknown_parameter_and_bad_value() {
+    let input = good_input();
+    let i = input.to_str().unwrap();
+    for p in ["bogus=1", "k=abc", "k=0", "k", "mode=sideways"] {
+        let (code, _, err) = kiln(&["run", "median_blur", "--input", i, "--output", "/dev/null", "--param", p]);
+        assert_clean_error(code, &err, p);
+    }
+    let (code, _, err) = kiln(&[
+        "run", "grey_erosion", "--input", i, "--output", "/dev/null", "--param", "size=3", "--param", "origin=5",
+    ]);
+    assert_clean_error(code, &err, "bad origin");
+}
+
+#[test]
+fn wrong_dtype() {
+    let p = tmp("int.npy");
+    write_npy(&p, "<i4", &[1, 1, 2, 2], &[0u8; 16]);
+    let (code, _, err) = kiln(&["run", "median_blur", "--input", p.to_str().unwrap(), "--output", "/dev/null"]);
+    assert_clean_error(code, &err, "int32 input");
+}
+
+#[test]
+fn wrong_rank() {
+    let p = tmp("rank1.npy");
+    write_npy(&p, "<f4", &[4], &[0u8; 16]);
+    let (code, _, err) = kiln(&["run", "median_blur", "--input", p.to_str().unwrap(), "--output", "/dev/null"]);
+    assert_clean_error(code, &err, "rank 1");
+    let p3 = tmp("rank3.npy");
+    write_npy(&p3, "<f4", &[1, 2, 2], &[0u8; 16]);
+    let (code, _, err) = kiln(&["run", "median_blur", "--input", p3.to_str().unwrap(), "--output", "/dev/null"]);
+    assert_clean_error(code, &err, "median_blur on one spatial dim");
+}
+
+#[test]
+fn corrupt_npy() {
+    let cases: [(&str, Vec<u8>); 4] = [
+        ("empty.npy", vec![]),
+        ("magic.npy", b"NOTNUMPY-file".to_vec()),
+        ("truncated.npy", {
+            let mut b = std::fs::read(good_input()).unwrap();
+            b.truncate(b.len() - 7);
+            b
+        }),
+        ("header.npy", {
+            let mut b = b"\x93NUMPY\x01\x00\x20\x00".to_vec();
+            b.extend(b"{'descr': '<f4', 'shape': (((( \n");
+            b
+        }),
+    ];
+    for (name, bytes) in cases {
+        let p = tmp(name);
+        std::fs::write(&p, bytes).unwrap();
+        let (code, _, err) = kiln(&["run", "median_blur", "--input", p.to_str().unwrap(), "--output", "/dev/null"]);
+        assert_clean_error(code, &err, name);
+    }
+}
+
+#[test]
+fn missing_input_file() {
+    let (code, _, err) = kiln(&["run", "median_blur", "--input", "/nonexistent/x.npy", "--output", "/dev/null"]);
+    assert_clean_error(code, &err, "missing file");
+}
+
+#[test]
+fn bad_cli_syntax_is_exit_2() {
+    let (code, _, err) = kiln(&["run"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(!err.contains("panicked"));
+    let (code, _, _) = kiln(&["frobnicate"]);
+    assert_eq!(code, 2);
+}

@@ -1,0 +1,110 @@
+//! Eager == fused, bit for bit, for every operator × window size × border mode × layout ×
+//! data kind × awkward shape.
+
+mod common;
+
+use common::{f32_tensor, layouts, Data};
+use kiln::ir::{DType, TensorType};
+use kiln::runtime::tensor::first_difference;
+use kiln::{eager, Engine};
+
+const MODES: [&str; 5] = ["constant", "reflect", "mirror", "nearest", "wrap"];
+const SHAPES: [[usize; 4]; 7] = [
+    [1, 1, 1, 1],
+    [1, 1, 1, 9],
+    [1, 1, 9, 1],
+    [1, 1, 2, 3],
+    [2, 3, 7, 5],
+    [1, 2, 13, 11],
+    [1, 1, 17, 34],
+];
+
+/// Runs `op` with `params` on every shape × layout × data kind and compares the bits.
+fn check(engine: &Engine, op: &str, params: &[(&str, String)]) -> usize {
+    let params: Vec<(String, String)> =
+        params.iter().map(|(k, v)| (k.to_string(), v.clone())).collect();
+    let mut checked = 0;
+    for (si, shape) in SHAPES.iter().enumerate() {
+        let ty = TensorType {
+            dtype: DType::F32,
+            shape: shape.to_vec(),
+        };
+        let graph = kiln::ops::build_op(op, &params, &ty)
+            .unwrap_or_else(|e| panic!("{op} {params:?}: {e}"));
+        for (di, data) in [Data::Uniform, Data::Ties, Data::Special].into_iter().enumerate() {
+            let x = f32_tensor(shape, data, (si * 7 + di) as u64);
+            let want = eager::run(&graph, std::slice::from_ref(&x)).unwrap();
+            for (layout, view) in layouts(&x) {
+                let got = engine.run(&graph, std::slice::from_ref(&view)).unwrap();
+                assert_eq!(want.len(), got.len());
+                for (w, g) in want.iter().zip(&got) {
+                    if let Some(d) = first_difference(w, g) {
+                        panic!("{op} {params:?} shape {shape:?} {data:?} {layout}: {d}");
+                    }
+                }
+                checked += 1;
+            }
+        }
+    }
+    checked
+}
+
+#[test]
+fn median_blur_all_k() {
+    let engine = Engine::new();
+    for k in [3, 5, 7] {
+        check(&engine, "median_blur", &[("k", k.to_string())]);
+    }
+}
+
+#[test]
+fn median_filter_all_k_all_modes() {
+    let engine = Engine::new();
+    for k in [3, 5, 7] {
+        for mode in MODES {
+            check(
+                &engine,
+                "median_filter",
+                &[("size", k.to_string()), ("mode", mode.to_string()), ("cval", "0.5".into())],
+            );
+        }
+    }
+}
+
+#[test]
+fn grey_morphology_all_k_all_modes() {
+    let engine = Engine::new();
+    for op in ["grey_erosion", "grey_dilation", "grey_opening", "grey_closing"] {
+        for k in [3, 5, 7] {
+            for mode in MODES {
+                check(
+                    &engine,
+                    op,
+                    &[("size", k.to_string()), ("mode", mode.to_string()), ("cval", "-2".into())],
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn grey_morphology_rectangular_and_origin() {
+    let engine = Engine::new();
+    for op in ["grey_erosion", "grey_dilation", "grey_opening", "grey_closing", "median_filter"] {
+        for mode in MODES {
+            check(
+                &engine,
+                op,
+                &[("size", "2,5".into()), ("mode", mode.to_string()), ("origin", "0,-1".into())],
+            );
+        }
+    }
+}
+
+#[test]
+fn gradient_magnitude_all_modes() {
+    let engine = Engine::new();
+    for mode in MODES {
+        check(&engine, "gradient_magnitude", &[("mode", mode.to_string())]);
+    }
+}
