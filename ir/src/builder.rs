@@ -18,16 +18,6 @@ pub struct GraphBuilder {
     graph: Graph,
 }
 
-impl Default for Graph {
-    fn default() -> Self {
-        Graph {
-            nodes: Vec::new(),
-            inputs: Vec::new(),
-            outputs: Vec::new(),
-        }
-    }
-}
-
 /// Checks that `shape` is a valid kiln tensor shape.
 pub fn check_shape(shape: &[usize]) -> Result<(), String> {
     if shape.len() < 3 {
@@ -102,7 +92,12 @@ impl GraphBuilder {
         id
     }
 
-    fn check_border(&self, border: &Border, dtype: DType, kind: &'static str) -> Result<(), BuildError> {
+    fn check_border(
+        &self,
+        border: &Border,
+        dtype: DType,
+        kind: &'static str,
+    ) -> Result<(), BuildError> {
         if let Border::Constant(c) = border {
             if c.dtype() != dtype {
                 return Err(BuildError::dtype(
@@ -115,7 +110,12 @@ impl GraphBuilder {
         Ok(())
     }
 
-    fn check_offset(&self, off: &[i64], ty: &TensorType, kind: &'static str) -> Result<(), BuildError> {
+    fn check_offset(
+        &self,
+        off: &[i64],
+        ty: &TensorType,
+        kind: &'static str,
+    ) -> Result<(), BuildError> {
         if off.len() != ty.spatial_rank() {
             return Err(BuildError::invalid(
                 self.next_id(),
@@ -127,7 +127,7 @@ impl GraphBuilder {
                 ),
             ));
         }
-        if off.iter().any(|o| o.abs() > MAX_OFFSET) {
+        if off.iter().any(|o| o.unsigned_abs() > MAX_OFFSET as u64) {
             return Err(BuildError::invalid(
                 self.next_id(),
                 kind,
@@ -183,25 +183,41 @@ impl GraphBuilder {
         let out = match op {
             UnaryOp::Neg | UnaryOp::Abs => {
                 if d == DType::Bool {
-                    return Err(BuildError::dtype(self.next_id(), K, format!("{op:?} needs f32/f64/u8, got bool")));
+                    return Err(BuildError::dtype(
+                        self.next_id(),
+                        K,
+                        format!("{op:?} needs f32/f64/u8, got bool"),
+                    ));
                 }
                 d
             }
             UnaryOp::Sqrt => {
                 if !d.is_float() {
-                    return Err(BuildError::dtype(self.next_id(), K, format!("Sqrt needs f32/f64, got {d}")));
+                    return Err(BuildError::dtype(
+                        self.next_id(),
+                        K,
+                        format!("Sqrt needs f32/f64, got {d}"),
+                    ));
                 }
                 d
             }
             UnaryOp::IsNan | UnaryOp::IsFinite => {
                 if !d.is_float() {
-                    return Err(BuildError::dtype(self.next_id(), K, format!("{op:?} needs f32/f64, got {d}")));
+                    return Err(BuildError::dtype(
+                        self.next_id(),
+                        K,
+                        format!("{op:?} needs f32/f64, got {d}"),
+                    ));
                 }
                 DType::Bool
             }
             UnaryOp::Not => {
                 if d != DType::Bool {
-                    return Err(BuildError::dtype(self.next_id(), K, format!("Not needs bool, got {d}")));
+                    return Err(BuildError::dtype(
+                        self.next_id(),
+                        K,
+                        format!("Not needs bool, got {d}"),
+                    ));
                 }
                 DType::Bool
             }
@@ -230,7 +246,9 @@ impl GraphBuilder {
         }
         let d = ta.dtype;
         let allowed: &[DType] = match op {
-            BinaryOp::Add | BinaryOp::Sub | BinaryOp::Mul | BinaryOp::Div => &[DType::F32, DType::F64, DType::U8],
+            BinaryOp::Add | BinaryOp::Sub | BinaryOp::Mul | BinaryOp::Div => {
+                &[DType::F32, DType::F64, DType::U8]
+            }
             BinaryOp::And | BinaryOp::Or => &[DType::Bool],
             _ => &DType::ALL,
         };
@@ -258,7 +276,11 @@ impl GraphBuilder {
         let ta = self.operand(a, K)?.clone();
         let tb = self.operand(b, K)?.clone();
         if tc.dtype != DType::Bool {
-            return Err(BuildError::dtype(self.next_id(), K, format!("condition must be bool, got {}", tc.dtype)));
+            return Err(BuildError::dtype(
+                self.next_id(),
+                K,
+                format!("condition must be bool, got {}", tc.dtype),
+            ));
         }
         self.same_shape(&tc, &ta, K)?;
         self.same_shape(&ta, &tb, K)?;
@@ -285,7 +307,12 @@ impl GraphBuilder {
     }
 
     /// `x` shifted by `offset` (one entry per spatial dim) under `border`.
-    pub fn gather(&mut self, x: NodeId, offset: &[i64], border: Border) -> Result<NodeId, BuildError> {
+    pub fn gather(
+        &mut self,
+        x: NodeId,
+        offset: &[i64],
+        border: Border,
+    ) -> Result<NodeId, BuildError> {
         const K: &str = "gather";
         let tx = self.operand(x, K)?.clone();
         self.check_offset(offset, &tx, K)?;
@@ -318,14 +345,21 @@ impl GraphBuilder {
             let t = self.operand(x, K)?.clone();
             self.same_shape(&t0, &t, K)?;
             if t.dtype != t0.dtype {
-                return Err(BuildError::dtype(id, K, format!("inputs differ: {} vs {}", t0.dtype, t.dtype)));
+                return Err(BuildError::dtype(
+                    id,
+                    K,
+                    format!("inputs differ: {} vs {}", t0.dtype, t.dtype),
+                ));
             }
         }
         if width < inputs.len() as u32 || width > MAX_NETWORK_WIDTH {
             return Err(BuildError::invalid(
                 id,
                 K,
-                format!("width {width} must be in {}..={MAX_NETWORK_WIDTH}", inputs.len()),
+                format!(
+                    "width {width} must be in {}..={MAX_NETWORK_WIDTH}",
+                    inputs.len()
+                ),
             ));
         }
         for &(i, j) in pairs {
@@ -338,7 +372,11 @@ impl GraphBuilder {
             }
         }
         if output >= width {
-            return Err(BuildError::invalid(id, K, format!("output wire {output} >= width {width}")));
+            return Err(BuildError::invalid(
+                id,
+                K,
+                format!("output wire {output} >= width {width}"),
+            ));
         }
         Ok(self.push(
             NodeKind::Network {
@@ -369,7 +407,10 @@ impl GraphBuilder {
             return Err(BuildError::invalid(
                 id,
                 K,
-                format!("footprint of {} offsets, at most {MAX_FOOTPRINT}", footprint.offsets.len()),
+                format!(
+                    "footprint of {} offsets, at most {MAX_FOOTPRINT}",
+                    footprint.offsets.len()
+                ),
             ));
         }
         for off in &footprint.offsets {
@@ -388,7 +429,12 @@ impl GraphBuilder {
         ))
     }
 
-    fn check_reduce_dtype(&self, op: ReduceOp, d: DType, kind: &'static str) -> Result<(), BuildError> {
+    fn check_reduce_dtype(
+        &self,
+        op: ReduceOp,
+        d: DType,
+        kind: &'static str,
+    ) -> Result<(), BuildError> {
         let ok = match op {
             ReduceOp::Min | ReduceOp::Max => true,
             ReduceOp::Sum => d != DType::Bool,
@@ -397,11 +443,20 @@ impl GraphBuilder {
         if ok {
             Ok(())
         } else {
-            Err(BuildError::dtype(self.next_id(), kind, format!("{op:?} does not accept {d}")))
+            Err(BuildError::dtype(
+                self.next_id(),
+                kind,
+                format!("{op:?} does not accept {d}"),
+            ))
         }
     }
 
-    fn check_axis(&self, axis: usize, ty: &TensorType, kind: &'static str) -> Result<(), BuildError> {
+    fn check_axis(
+        &self,
+        axis: usize,
+        ty: &TensorType,
+        kind: &'static str,
+    ) -> Result<(), BuildError> {
         if axis >= ty.shape.len() {
             return Err(BuildError::invalid(
                 self.next_id(),
@@ -422,7 +477,12 @@ impl GraphBuilder {
     }
 
     /// Reduction of `x` along `axis`, which is kept with length 1.
-    pub fn axis_reduce(&mut self, x: NodeId, axis: usize, op: ReduceOp) -> Result<NodeId, BuildError> {
+    pub fn axis_reduce(
+        &mut self,
+        x: NodeId,
+        axis: usize,
+        op: ReduceOp,
+    ) -> Result<NodeId, BuildError> {
         const K: &str = "reduce";
         let tx = self.operand(x, K)?.clone();
         self.check_axis(axis, &tx, K)?;
@@ -477,7 +537,9 @@ impl GraphBuilder {
     /// Finishes the graph with the given outputs.
     pub fn finish(mut self, outputs: &[NodeId]) -> Result<Graph, BuildError> {
         if outputs.is_empty() {
-            return Err(BuildError::Graph("a graph needs at least one output".into()));
+            return Err(BuildError::Graph(
+                "a graph needs at least one output".into(),
+            ));
         }
         for o in outputs {
             if o.index() >= self.graph.nodes.len() {

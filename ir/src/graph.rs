@@ -355,7 +355,7 @@ pub struct Node {
 }
 
 /// A validated dataflow graph. Build one with [`crate::GraphBuilder`].
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
 pub struct Graph {
     /// Nodes in topological order.
     pub nodes: Vec<Node>,

@@ -261,13 +261,8 @@ impl Line<'_> {
         self.punct(':', "':' between dtype and value")?;
         let col = self.col();
         let w = self.word("a scalar value")?;
-        parse_scalar(dtype, &w).ok_or_else(|| {
-            syntax(
-                self.lineno,
-                col,
-                format!("bad {dtype} scalar '{w}'"),
-            )
-        })
+        parse_scalar(dtype, &w)
+            .ok_or_else(|| syntax(self.lineno, col, format!("bad {dtype} scalar '{w}'")))
     }
 
     /// `[i, j, ...]` of i64 (possibly empty).

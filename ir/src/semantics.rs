@@ -226,12 +226,10 @@ mod tests {
     fn remap_matches_scipy_tables() {
         // scipy docs: input `a b c d` extended to the left by 3 and right by 3.
         let n = 4;
-        let left = |b: &Border| -> Vec<Option<usize>> {
-            (-3..0).map(|j| remap_index(j, n, b)).collect()
-        };
-        let right = |b: &Border| -> Vec<Option<usize>> {
-            (4..7).map(|j| remap_index(j, n, b)).collect()
-        };
+        let left =
+            |b: &Border| -> Vec<Option<usize>> { (-3..0).map(|j| remap_index(j, n, b)).collect() };
+        let right =
+            |b: &Border| -> Vec<Option<usize>> { (4..7).map(|j| remap_index(j, n, b)).collect() };
         // reflect: d c b | a b c d | d c b ... left side is "c b a" reversed = c b a
         assert_eq!(left(&Border::Reflect), vec![Some(2), Some(1), Some(0)]);
         assert_eq!(right(&Border::Reflect), vec![Some(3), Some(2), Some(1)]);
@@ -240,9 +238,17 @@ mod tests {
         assert_eq!(left(&Border::Nearest), vec![Some(0), Some(0), Some(0)]);
         assert_eq!(left(&Border::Wrap), vec![Some(1), Some(2), Some(3)]);
         assert_eq!(right(&Border::Wrap), vec![Some(0), Some(1), Some(2)]);
-        assert_eq!(left(&Border::Constant(Scalar::U8(0))), vec![None, None, None]);
+        assert_eq!(
+            left(&Border::Constant(Scalar::U8(0))),
+            vec![None, None, None]
+        );
         // length one: every non-constant mode maps to 0
-        for b in [Border::Reflect, Border::Mirror, Border::Nearest, Border::Wrap] {
+        for b in [
+            Border::Reflect,
+            Border::Mirror,
+            Border::Nearest,
+            Border::Wrap,
+        ] {
             for j in -5..5 {
                 assert_eq!(remap_index(j, 1, &b), Some(0));
             }
@@ -266,6 +272,9 @@ mod tests {
             Scalar::F32(CANONICAL_NAN_F32)
         );
         // same-dtype cast keeps bits, payload included
-        assert_eq!(cast(Scalar::F32(0xffc0_0001), DType::F32), Scalar::F32(0xffc0_0001));
+        assert_eq!(
+            cast(Scalar::F32(0xffc0_0001), DType::F32),
+            Scalar::F32(0xffc0_0001)
+        );
     }
 }

@@ -3,7 +3,12 @@
 
 pub mod cse;
 pub mod dce;
+pub mod decompose;
 pub mod fuse;
 pub mod prune;
 
+pub use cse::cse;
+pub use dce::dce;
+pub use decompose::decompose;
 pub use fuse::{fuse, FusedGroup, GroupKind, Partition};
+pub use prune::{eval_network, prune, prune_network, PrunedNetwork};
