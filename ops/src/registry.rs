@@ -1,0 +1,348 @@
+//! The operator registry used by the CLI: operators by name, with `name=value` parameters.
+//!
+//! Parameter syntax:
+//! - `k=3` or `k=3,5` (kornia kernel size; two values are `ky,kx`);
+//! - `size=3` (every spatial axis) or `size=3,5` (one per spatial axis);
+//! - `footprint=1,0,1;0,1,0;1,0,1`: `,` separates entries of a row (last axis), `;` rows
+//!   (second-last axis), `|` planes (third-last axis); `structure=` is the same for
+//!   `binary_erosion`;
+//! - `mode=reflect` (scipy names, see [`kiln_ir::Border::from_mode_name`]), `cval=0.5`
+//!   (also `nan`, `inf`, `-inf`; converted to the input dtype like a cast from f64);
+//! - `origin=0` or `origin=-1,0`; `border_value=0|1`.
+
+use kiln_ir::{Border, DType, Graph, GraphBuilder, Scalar, TensorType};
+
+use crate::error::OpError;
+use crate::gradient::gradient_magnitude;
+use crate::median::{median_blur_hw, median_filter};
+use crate::morphology::{binary_erosion, grey_closing, grey_dilation, grey_erosion, grey_opening};
+use crate::window::Window;
+
+/// Description of one registered operator and its parameters.
+#[derive(Clone, Copy, Debug)]
+pub struct OpInfo {
+    /// Registry name.
+    pub name: &'static str,
+    /// One-line summary.
+    pub summary: &'static str,
+    /// `(parameter, description)` pairs.
+    pub params: &'static [(&'static str, &'static str)],
+}
+
+const P_SIZE: (&str, &str) = (
+    "size",
+    "window extent: one value for every spatial axis or one per axis, e.g. 3 or 3,5",
+);
+const P_FOOTPRINT: (&str, &str) = (
+    "footprint",
+    "boolean window instead of size: rows of 0/1 split by ';' (planes by '|'), e.g. 0,1,0;1,1,1;0,1,0",
+);
+const P_MODE: (&str, &str) = (
+    "mode",
+    "border: constant, reflect (default), mirror, nearest, wrap (and scipy's grid-* aliases)",
+);
+const P_CVAL: (&str, &str) = (
+    "cval",
+    "value outside the image for mode=constant (default 0)",
+);
+const P_ORIGIN: (&str, &str) = (
+    "origin",
+    "scipy origin: one value or one per spatial axis, -(size/2) <= origin <= (size-1)/2",
+);
+const SCIPY_WINDOW: &[(&str, &str)] = &[P_SIZE, P_FOOTPRINT, P_MODE, P_CVAL, P_ORIGIN];
+
+/// Every registered operator.
+pub const OPS: &[OpInfo] = &[
+    OpInfo {
+        name: "median_blur",
+        summary: "kornia median_blur: zero padding, lower median, NaN where the window holds NaN/Inf",
+        params: &[("k", "kernel size k or ky,kx (required)")],
+    },
+    OpInfo {
+        name: "median_filter",
+        summary: "scipy.ndimage.median_filter (element n//2 of the sorted window)",
+        params: SCIPY_WINDOW,
+    },
+    OpInfo {
+        name: "grey_erosion",
+        summary: "scipy.ndimage.grey_erosion with a flat footprint (minimum filter)",
+        params: SCIPY_WINDOW,
+    },
+    OpInfo {
+        name: "grey_dilation",
+        summary: "scipy.ndimage.grey_dilation with a flat footprint (maximum over the reflected footprint)",
+        params: SCIPY_WINDOW,
+    },
+    OpInfo {
+        name: "grey_opening",
+        summary: "scipy.ndimage.grey_opening: dilation of the erosion",
+        params: SCIPY_WINDOW,
+    },
+    OpInfo {
+        name: "grey_closing",
+        summary: "scipy.ndimage.grey_closing: erosion of the dilation",
+        params: SCIPY_WINDOW,
+    },
+    OpInfo {
+        name: "gradient_magnitude",
+        summary: "sqrt(dx*dx + dy*dy) with central differences over the last two spatial axes",
+        params: &[P_MODE, P_CVAL],
+    },
+    OpInfo {
+        name: "binary_erosion",
+        summary: "scipy.ndimage.binary_erosion on bool input, one iteration",
+        params: &[
+            (
+                "structure",
+                "boolean structure, same syntax as footprint (default: the radius-1 cross)",
+            ),
+            ("footprint", "alias of structure"),
+            ("border_value", "0 (default) or 1: the value outside the image"),
+            P_ORIGIN,
+        ],
+    },
+];
+
+/// The names of every registered operator.
+pub fn op_names() -> &'static [&'static str] {
+    const NAMES: &[&str] = &[
+        "median_blur",
+        "median_filter",
+        "grey_erosion",
+        "grey_dilation",
+        "grey_opening",
+        "grey_closing",
+        "gradient_magnitude",
+        "binary_erosion",
+    ];
+    NAMES
+}
+
+/// The description of operator `name`, if registered.
+pub fn op_info(name: &str) -> Option<&'static OpInfo> {
+    OPS.iter().find(|o| o.name == name)
+}
+
+/// Builds a one-input, one-output graph applying operator `name` with `params` to an input of
+/// type `input`. Unknown operators, unknown, duplicate or malformed parameters and invalid
+/// arguments are errors with a one-line message.
+pub fn build_op(
+    name: &str,
+    params: &[(String, String)],
+    input: &TensorType,
+) -> Result<Graph, OpError> {
+    let info = op_info(name).ok_or_else(|| OpError::UnknownOp {
+        name: name.to_string(),
+        known: op_names().join(", "),
+    })?;
+    let op = info.name;
+    let p = Params::new(info, params)?;
+    let mut b = GraphBuilder::new();
+    let x = b.input(input.dtype, &input.shape)?;
+    let rank = input.shape.len().saturating_sub(2);
+    let out = match op {
+        "median_blur" => {
+            let k = p
+                .usizes("k")?
+                .ok_or_else(|| p.missing("k", "a kernel size is required"))?;
+            let (ky, kx) = match k.as_slice() {
+                [k] => (*k, *k),
+                [ky, kx] => (*ky, *kx),
+                _ => return Err(p.bad("k", "give k or ky,kx")),
+            };
+            median_blur_hw(&mut b, x, ky, kx)?
+        }
+        "gradient_magnitude" => {
+            let border = p.border(input.dtype)?;
+            gradient_magnitude(&mut b, x, border)?
+        }
+        "binary_erosion" => {
+            if p.get("structure").is_some() && p.get("footprint").is_some() {
+                return Err(p.bad("structure", "give structure or footprint, not both"));
+            }
+            let structure = match p.footprint("structure", rank)? {
+                Some(s) => Some(s),
+                None => p.footprint("footprint", rank)?,
+            };
+            let border_value = match p.get("border_value") {
+                None | Some("0") => false,
+                Some("1") => true,
+                Some(_) => return Err(p.bad("border_value", "must be 0 or 1")),
+            };
+            let origin = p.i64s("origin")?.unwrap_or_default();
+            binary_erosion(&mut b, x, structure.as_ref(), border_value, &origin)?
+        }
+        _ => {
+            let window = p.window(rank)?;
+            let border = p.border(input.dtype)?;
+            match op {
+                "median_filter" => median_filter(&mut b, x, &window, border)?,
+                "grey_erosion" => grey_erosion(&mut b, x, &window, border)?,
+                "grey_dilation" => grey_dilation(&mut b, x, &window, border)?,
+                "grey_opening" => grey_opening(&mut b, x, &window, border)?,
+                "grey_closing" => grey_closing(&mut b, x, &window, border)?,
+                _ => unreachable!("every registered operator is dispatched above"),
+            }
+        }
+    };
+    Ok(b.finish(&[out])?)
+}
+
+/// Parameters checked against an operator's accepted names.
+struct Params<'a> {
+    op: &'static str,
+    list: &'a [(String, String)],
+}
+
+impl<'a> Params<'a> {
+    fn new(info: &'static OpInfo, list: &'a [(String, String)]) -> Result<Self, OpError> {
+        for (i, (name, _)) in list.iter().enumerate() {
+            if !info.params.iter().any(|(n, _)| n == name) {
+                return Err(OpError::UnknownParam {
+                    op: info.name,
+                    name: name.clone(),
+                    accepted: info
+                        .params
+                        .iter()
+                        .map(|(n, _)| *n)
+                        .collect::<Vec<_>>()
+                        .join(", "),
+                });
+            }
+            if list[..i].iter().any(|(n, _)| n == name) {
+                return Err(OpError::BadParam {
+                    op: info.name,
+                    name: name.clone(),
+                    problem: "given more than once".into(),
+                });
+            }
+        }
+        Ok(Params {
+            op: info.name,
+            list,
+        })
+    }
+
+    fn get(&self, name: &str) -> Option<&'a str> {
+        self.list
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.trim())
+    }
+
+    fn bad(&self, name: &str, problem: impl Into<String>) -> OpError {
+        OpError::BadParam {
+            op: self.op,
+            name: name.to_string(),
+            problem: problem.into(),
+        }
+    }
+
+    fn missing(&self, name: &str, problem: &str) -> OpError {
+        self.bad(name, format!("missing: {problem}"))
+    }
+
+    fn list<T: std::str::FromStr>(
+        &self,
+        name: &str,
+        what: &str,
+    ) -> Result<Option<Vec<T>>, OpError> {
+        let Some(v) = self.get(name) else {
+            return Ok(None);
+        };
+        v.split(',')
+            .map(|s| {
+                s.trim().parse::<T>().map_err(|_| {
+                    self.bad(
+                        name,
+                        format!("`{v}` is not a comma-separated list of {what}"),
+                    )
+                })
+            })
+            .collect::<Result<Vec<T>, _>>()
+            .map(Some)
+    }
+
+    fn usizes(&self, name: &str) -> Result<Option<Vec<usize>>, OpError> {
+        self.list(name, "non-negative integers")
+    }
+
+    fn i64s(&self, name: &str) -> Result<Option<Vec<i64>>, OpError> {
+        self.list(name, "integers")
+    }
+
+    /// `a,b;c,d|e,f;g,h`: planes by `|`, rows by `;`, entries by `,`; entries 0 or 1.
+    /// Leading axes of extent 1 are added or dropped to give `rank` axes where possible (so
+    /// `1,1,1` is a 1-D footprint on a 1-D input and a 1x3 one on a 2-D input).
+    fn footprint(&self, name: &str, rank: usize) -> Result<Option<Window>, OpError> {
+        let Some(v) = self.get(name) else {
+            return Ok(None);
+        };
+        let planes: Vec<&str> = v.split('|').collect();
+        let mut shape_of_plane: Option<Vec<usize>> = None;
+        let mut mask = Vec::new();
+        for plane in &planes {
+            let rows: Vec<&str> = plane.split(';').collect();
+            let mut width = None;
+            for row in &rows {
+                let entries: Vec<&str> = row.split(',').collect();
+                if *width.get_or_insert(entries.len()) != entries.len() {
+                    return Err(self.bad(name, "rows have different lengths"));
+                }
+                for e in entries {
+                    mask.push(match e.trim() {
+                        "0" => false,
+                        "1" => true,
+                        other => {
+                            return Err(self.bad(name, format!("entry `{other}` is not 0 or 1")))
+                        }
+                    });
+                }
+            }
+            let this = vec![rows.len(), width.unwrap_or(0)];
+            if *shape_of_plane.get_or_insert_with(|| this.clone()) != this {
+                return Err(self.bad(name, "planes have different shapes"));
+            }
+        }
+        let mut shape = vec![planes.len()];
+        shape.extend(shape_of_plane.unwrap_or_default());
+        while shape.len() > rank && shape[0] == 1 {
+            shape.remove(0);
+        }
+        while shape.len() < rank {
+            shape.insert(0, 1);
+        }
+        Ok(Some(Window::footprint(&shape, &mask)))
+    }
+
+    fn window(&self, rank: usize) -> Result<Window, OpError> {
+        let size = self.usizes("size")?;
+        let fp = self.footprint("footprint", rank)?;
+        let window = match (size, fp) {
+            (Some(_), Some(_)) => {
+                return Err(self.bad("size", "give size or footprint, not both"));
+            }
+            (Some(s), None) => Window::size(&s),
+            (None, Some(f)) => f,
+            (None, None) => {
+                return Err(self.missing("size", "give size or footprint"));
+            }
+        };
+        let origin = self.i64s("origin")?.unwrap_or_default();
+        Ok(window.with_origin(&origin))
+    }
+
+    fn border(&self, dtype: DType) -> Result<Border, OpError> {
+        let cval = match self.get("cval") {
+            None => 0.0,
+            Some(c) => c
+                .parse::<f64>()
+                .map_err(|_| self.bad("cval", format!("`{c}` is not a number")))?,
+        };
+        let mode = self.get("mode").unwrap_or("reflect");
+        Border::from_mode_name(mode, Scalar::from_f64(dtype, cval)).ok_or(OpError::UnknownMode {
+            op: self.op,
+            mode: mode.to_string(),
+        })
+    }
+}
