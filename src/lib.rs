@@ -4,6 +4,7 @@
 //! with [`eager`] (the oracle) or compiled and fused with an [`Engine`]. Both give the same
 //! bits.
 
+pub mod bench;
 pub mod fuzz;
 
 pub use kiln_codegen as codegen;

@@ -4,7 +4,10 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 fn kiln(args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_kiln")).args(args).output().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_kiln"))
+        .args(args)
+        .output()
+        .unwrap();
     (
         out.status.code().unwrap_or(-1),
         String::from_utf8_lossy(&out.stdout).into_owned(),
@@ -22,9 +25,17 @@ fn tmp(name: &str) -> PathBuf {
 fn write_npy(path: &Path, descr: &str, shape: &[usize], data: &[u8]) {
     let shape_txt = match shape.len() {
         1 => format!("({},)", shape[0]),
-        _ => format!("({})", shape.iter().map(|d| d.to_string()).collect::<Vec<_>>().join(", ")),
+        _ => format!(
+            "({})",
+            shape
+                .iter()
+                .map(|d| d.to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
     };
-    let mut header = format!("{{'descr': '{descr}', 'fortran_order': False, 'shape': {shape_txt}, }}");
+    let mut header =
+        format!("{{'descr': '{descr}', 'fortran_order': False, 'shape': {shape_txt}, }}");
     while (10 + header.len() + 1) % 64 != 0 {
         header.push(' ');
     }
@@ -39,12 +50,20 @@ fn write_npy(path: &Path, descr: &str, shape: &[usize], data: &[u8]) {
 fn assert_clean_error(code: i32, stderr: &str, what: &str) {
     assert_eq!(code, 2, "{what}: exit code {code}, stderr: {stderr}");
     assert!(!stderr.contains("panicked"), "{what}: panic: {stderr}");
-    assert_eq!(stderr.trim_end().lines().count(), 1, "{what}: not one line: {stderr}");
-    assert!(stderr.starts_with("kiln: error: ") || stderr.starts_with("error:"), "{what}: {stderr}");
+    assert_eq!(
+        stderr.trim_end().lines().count(),
+        1,
+        "{what}: not one line: {stderr}"
+    );
+    assert!(
+        stderr.starts_with("kiln: error: ") || stderr.starts_with("error:"),
+        "{what}: {stderr}"
+    );
 }
 
-fn good_input() -> PathBuf {
-    let p = tmp("good.npy");
+/// A valid 1x1x4x4 f32 input; each test names its own copy (tests run in parallel).
+fn good_input(tag: &str) -> PathBuf {
+    let p = tmp(&format!("good-{tag}.npy"));
     let data: Vec<u8> = (0..16).flat_map(|i| (i as f32).to_le_bytes()).collect();
     write_npy(&p, "<f4", &[1, 1, 4, 4], &data);
     p
@@ -52,12 +71,20 @@ fn good_input() -> PathBuf {
 
 #[test]
 fn good_run_succeeds() {
-    let input = good_input();
+    let input = good_input("run");
     let out = tmp("out.npy");
     for exec in ["eager", "fused"] {
         let (code, _, err) = kiln(&[
-            "run", "median_blur", "--input", input.to_str().unwrap(), "--output",
-            out.to_str().unwrap(), "--param", "k=3", "--exec", exec,
+            "run",
+            "median_blur",
+            "--input",
+            input.to_str().unwrap(),
+            "--output",
+            out.to_str().unwrap(),
+            "--param",
+            "k=3",
+            "--exec",
+            exec,
         ]);
         assert_eq!(code, 0, "{err}");
         assert!(out.exists());
@@ -66,21 +93,46 @@ fn good_run_succeeds() {
 
 #[test]
 fn unknown_op() {
-    let input = good_input();
-    let (code, _, err) = kiln(&["run", "no_such_op", "--input", input.to_str().unwrap(), "--output", "/dev/null"]);
+    let input = good_input("op");
+    let (code, _, err) = kiln(&[
+        "run",
+        "no_such_op",
+        "--input",
+        input.to_str().unwrap(),
+        "--output",
+        "/dev/null",
+    ]);
     assert_clean_error(code, &err, "unknown op");
 }
 
 #[test]
 fn unknown_parameter_and_bad_value() {
-    let input = good_input();
+    let input = good_input("param");
     let i = input.to_str().unwrap();
     for p in ["bogus=1", "k=abc", "k=0", "k", "mode=sideways"] {
-        let (code, _, err) = kiln(&["run", "median_blur", "--input", i, "--output", "/dev/null", "--param", p]);
+        let (code, _, err) = kiln(&[
+            "run",
+            "median_blur",
+            "--input",
+            i,
+            "--output",
+            "/dev/null",
+            "--param",
+            p,
+        ]);
         assert_clean_error(code, &err, p);
     }
     let (code, _, err) = kiln(&[
-        "run", "grey_erosion", "--input", i, "--output", "/dev/null", "--param", "size=3", "--param", "origin=5",
+        "run",
+        "grey_erosion",
+        "--input",
+        i,
+        "--output",
+        "/dev/null",
+        "--param",
+        "size=3",
+        "--param",
+        "origin=5",
     ]);
     assert_clean_error(code, &err, "bad origin");
 }
@@ -89,7 +141,14 @@ fn unknown_parameter_and_bad_value() {
 fn wrong_dtype() {
     let p = tmp("int.npy");
     write_npy(&p, "<i4", &[1, 1, 2, 2], &[0u8; 16]);
-    let (code, _, err) = kiln(&["run", "median_blur", "--input", p.to_str().unwrap(), "--output", "/dev/null"]);
+    let (code, _, err) = kiln(&[
+        "run",
+        "median_blur",
+        "--input",
+        p.to_str().unwrap(),
+        "--output",
+        "/dev/null",
+    ]);
     assert_clean_error(code, &err, "int32 input");
 }
 
@@ -97,11 +156,25 @@ fn wrong_dtype() {
 fn wrong_rank() {
     let p = tmp("rank1.npy");
     write_npy(&p, "<f4", &[4], &[0u8; 16]);
-    let (code, _, err) = kiln(&["run", "median_blur", "--input", p.to_str().unwrap(), "--output", "/dev/null"]);
+    let (code, _, err) = kiln(&[
+        "run",
+        "median_blur",
+        "--input",
+        p.to_str().unwrap(),
+        "--output",
+        "/dev/null",
+    ]);
     assert_clean_error(code, &err, "rank 1");
     let p3 = tmp("rank3.npy");
     write_npy(&p3, "<f4", &[1, 2, 2], &[0u8; 16]);
-    let (code, _, err) = kiln(&["run", "median_blur", "--input", p3.to_str().unwrap(), "--output", "/dev/null"]);
+    let (code, _, err) = kiln(&[
+        "run",
+        "median_blur",
+        "--input",
+        p3.to_str().unwrap(),
+        "--output",
+        "/dev/null",
+    ]);
     assert_clean_error(code, &err, "median_blur on one spatial dim");
 }
 
@@ -111,7 +184,7 @@ fn corrupt_npy() {
         ("empty.npy", vec![]),
         ("magic.npy", b"NOTNUMPY-file".to_vec()),
         ("truncated.npy", {
-            let mut b = std::fs::read(good_input()).unwrap();
+            let mut b = std::fs::read(good_input("corrupt")).unwrap();
             b.truncate(b.len() - 7);
             b
         }),
@@ -124,14 +197,28 @@ fn corrupt_npy() {
     for (name, bytes) in cases {
         let p = tmp(name);
         std::fs::write(&p, bytes).unwrap();
-        let (code, _, err) = kiln(&["run", "median_blur", "--input", p.to_str().unwrap(), "--output", "/dev/null"]);
+        let (code, _, err) = kiln(&[
+            "run",
+            "median_blur",
+            "--input",
+            p.to_str().unwrap(),
+            "--output",
+            "/dev/null",
+        ]);
         assert_clean_error(code, &err, name);
     }
 }
 
 #[test]
 fn missing_input_file() {
-    let (code, _, err) = kiln(&["run", "median_blur", "--input", "/nonexistent/x.npy", "--output", "/dev/null"]);
+    let (code, _, err) = kiln(&[
+        "run",
+        "median_blur",
+        "--input",
+        "/nonexistent/x.npy",
+        "--output",
+        "/dev/null",
+    ]);
     assert_clean_error(code, &err, "missing file");
 }
 

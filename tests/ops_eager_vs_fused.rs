@@ -21,8 +21,10 @@ const SHAPES: [[usize; 4]; 7] = [
 
 /// Runs `op` with `params` on every shape × layout × data kind and compares the bits.
 fn check(engine: &Engine, op: &str, params: &[(&str, String)]) -> usize {
-    let params: Vec<(String, String)> =
-        params.iter().map(|(k, v)| (k.to_string(), v.clone())).collect();
+    let params: Vec<(String, String)> = params
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.clone()))
+        .collect();
     let mut checked = 0;
     for (si, shape) in SHAPES.iter().enumerate() {
         let ty = TensorType {
@@ -31,7 +33,10 @@ fn check(engine: &Engine, op: &str, params: &[(&str, String)]) -> usize {
         };
         let graph = kiln::ops::build_op(op, &params, &ty)
             .unwrap_or_else(|e| panic!("{op} {params:?}: {e}"));
-        for (di, data) in [Data::Uniform, Data::Ties, Data::Special].into_iter().enumerate() {
+        for (di, data) in [Data::Uniform, Data::Ties, Data::Special]
+            .into_iter()
+            .enumerate()
+        {
             let x = f32_tensor(shape, data, (si * 7 + di) as u64);
             let want = eager::run(&graph, std::slice::from_ref(&x)).unwrap();
             for (layout, view) in layouts(&x) {
@@ -65,7 +70,11 @@ fn median_filter_all_k_all_modes() {
             check(
                 &engine,
                 "median_filter",
-                &[("size", k.to_string()), ("mode", mode.to_string()), ("cval", "0.5".into())],
+                &[
+                    ("size", k.to_string()),
+                    ("mode", mode.to_string()),
+                    ("cval", "0.5".into()),
+                ],
             );
         }
     }
@@ -74,13 +83,22 @@ fn median_filter_all_k_all_modes() {
 #[test]
 fn grey_morphology_all_k_all_modes() {
     let engine = Engine::new();
-    for op in ["grey_erosion", "grey_dilation", "grey_opening", "grey_closing"] {
+    for op in [
+        "grey_erosion",
+        "grey_dilation",
+        "grey_opening",
+        "grey_closing",
+    ] {
         for k in [3, 5, 7] {
             for mode in MODES {
                 check(
                     &engine,
                     op,
-                    &[("size", k.to_string()), ("mode", mode.to_string()), ("cval", "-2".into())],
+                    &[
+                        ("size", k.to_string()),
+                        ("mode", mode.to_string()),
+                        ("cval", "-2".into()),
+                    ],
                 );
             }
         }
@@ -90,12 +108,22 @@ fn grey_morphology_all_k_all_modes() {
 #[test]
 fn grey_morphology_rectangular_and_origin() {
     let engine = Engine::new();
-    for op in ["grey_erosion", "grey_dilation", "grey_opening", "grey_closing", "median_filter"] {
+    for op in [
+        "grey_erosion",
+        "grey_dilation",
+        "grey_opening",
+        "grey_closing",
+        "median_filter",
+    ] {
         for mode in MODES {
             check(
                 &engine,
                 op,
-                &[("size", "2,5".into()), ("mode", mode.to_string()), ("origin", "0,-1".into())],
+                &[
+                    ("size", "2,5".into()),
+                    ("mode", mode.to_string()),
+                    ("origin", "0,-1".into()),
+                ],
             );
         }
     }

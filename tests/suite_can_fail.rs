@@ -14,9 +14,24 @@ use kiln::{eager, Engine};
 fn caught(fault: Option<Fault>) -> bool {
     let engine = Engine::with_options(CompileOptions { fault });
     let cases: [(&str, Vec<(String, String)>); 4] = [
-        ("median_filter", vec![("size".into(), "3".into()), ("mode".into(), "reflect".into())]),
-        ("grey_erosion", vec![("size".into(), "3".into()), ("mode".into(), "wrap".into())]),
-        ("grey_dilation", vec![("size".into(), "5".into()), ("mode".into(), "mirror".into())]),
+        (
+            "median_filter",
+            vec![
+                ("size".into(), "3".into()),
+                ("mode".into(), "reflect".into()),
+            ],
+        ),
+        (
+            "grey_erosion",
+            vec![("size".into(), "3".into()), ("mode".into(), "wrap".into())],
+        ),
+        (
+            "grey_dilation",
+            vec![
+                ("size".into(), "5".into()),
+                ("mode".into(), "mirror".into()),
+            ],
+        ),
         ("median_blur", vec![("k".into(), "3".into())]),
     ];
     for (op, params) in cases {
@@ -26,7 +41,10 @@ fn caught(fault: Option<Fault>) -> bool {
                 shape: shape.to_vec(),
             };
             let graph = kiln::ops::build_op(op, &params, &ty).unwrap();
-            for (seed, data) in [Data::Uniform, Data::Special, Data::Ties].into_iter().enumerate() {
+            for (seed, data) in [Data::Uniform, Data::Special, Data::Ties]
+                .into_iter()
+                .enumerate()
+            {
                 let x = f32_tensor(&shape, data, seed as u64 + 100);
                 let want = eager::run(&graph, std::slice::from_ref(&x)).unwrap();
                 let got = engine.run(&graph, std::slice::from_ref(&x)).unwrap();
@@ -47,6 +65,9 @@ fn clean_engine_passes() {
 #[test]
 fn every_planted_fault_is_caught() {
     for fault in Fault::ALL {
-        assert!(caught(Some(fault)), "planted fault {fault:?} was not caught");
+        assert!(
+            caught(Some(fault)),
+            "planted fault {fault:?} was not caught"
+        );
     }
 }

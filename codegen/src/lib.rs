@@ -7,6 +7,7 @@
 pub mod cpu;
 pub mod fault;
 pub mod kernel;
+pub mod kernel_print;
 pub mod lower;
 pub mod ptx;
 

@@ -93,10 +93,12 @@ fn err(msg: impl Into<String>) -> CodegenError {
 }
 
 fn node(graph: &Graph, id: NodeId) -> Result<&kiln_ir::Node, CodegenError> {
-    graph
-        .nodes
-        .get(id.index())
-        .ok_or_else(|| err(format!("node {id} does not exist (graph has {} nodes)", graph.len())))
+    graph.nodes.get(id.index()).ok_or_else(|| {
+        err(format!(
+            "node {id} does not exist (graph has {} nodes)",
+            graph.len()
+        ))
+    })
 }
 
 fn lower_stencil(graph: &Graph, group: &FusedGroup) -> Result<KernelBody, CodegenError> {
@@ -118,7 +120,10 @@ fn lower_stencil(graph: &Graph, group: &FusedGroup) -> Result<KernelBody, Codege
         if matches!(n.kind, NodeKind::Scan { .. } | NodeKind::AxisReduce { .. })
             && group.stages.contains(&id)
         {
-            return Err(err(format!("stage {id} is a {}, not a stencil node", n.kind.name())));
+            return Err(err(format!(
+                "stage {id} is a {}, not a stencil node",
+                n.kind.name()
+            )));
         }
     }
     let members: HashSet<NodeId> = group.members.iter().copied().collect();
@@ -367,7 +372,11 @@ impl StageBuilder<'_> {
             NodeKind::Binary { a, b, .. } => vec![sub(*a), sub(*b)],
             NodeKind::Select { cond, a, b } => vec![sub(*cond), sub(*a), sub(*b)],
             NodeKind::Network { inputs, .. } => inputs.iter().map(|&x| sub(x)).collect(),
-            NodeKind::Gather { x, offset: go, border: gb } if zero => {
+            NodeKind::Gather {
+                x,
+                offset: go,
+                border: gb,
+            } if zero => {
                 check_rank(self.graph, *x, go)?;
                 vec![req_v(*x, go, *gb)]
             }
@@ -389,7 +398,10 @@ impl StageBuilder<'_> {
             }
             other => {
                 return Err(err(if zero {
-                    format!("{n} ({}) cannot be computed inside a stencil kernel", other.name())
+                    format!(
+                        "{n} ({}) cannot be computed inside a stencil kernel",
+                        other.name()
+                    )
                 } else {
                     format!(
                         "{n} ({}) is read at offset {offset:?} but is neither a stage nor a pointwise tree",
@@ -420,6 +432,16 @@ impl StageBuilder<'_> {
                     "offset {offset:?} of a read of {n} does not match its {rank} spatial dims"
                 )));
             }
+            // A leaf of a shifted pointwise tree (`T`) is unspecified outside the range under
+            // a constant border (the tree is wrapped in a select), so any constant of the
+            // leaf's own dtype will do: take zero, which also shares loads with zero-padded
+            // gathers of the same source (the kornia median's network and its NaN mask).
+            let border = match border {
+                Border::Constant(c) if !exact && c.dtype() != dtype => {
+                    Border::Constant(Scalar::zero(dtype))
+                }
+                b => b,
+            };
             return Ok(self.prog.emit(
                 Op::Load {
                     source,
@@ -534,7 +556,9 @@ impl StageBuilder<'_> {
         for (p, &(i, j)) in pairs.iter().enumerate().rev() {
             let (i, j) = (i as usize, j as usize);
             if i >= j || j >= width {
-                return Err(err(format!("network pair ({i}, {j}) invalid for width {width}")));
+                return Err(err(format!(
+                    "network pair ({i}, {j}) invalid for width {width}"
+                )));
             }
             if needed[i] || needed[j] {
                 used[p] = true;

@@ -12,22 +12,28 @@ pub const CANONICAL_NAN_F32: u32 = 0x7fc0_0000;
 pub const CANONICAL_NAN_F64: u64 = 0x7ff8_0000_0000_0000;
 
 /// Replaces any NaN by the canonical f32 NaN.
+///
+/// The test is done on the integer bits on purpose: Rust (and LLVM) treat the NaN bits of a
+/// float operation's result as unspecified, so a float-level `if v.is_nan() { NAN } else { v }`
+/// may legally be folded to `v`, leaving whatever payload the hardware produced.
 #[inline]
 pub fn canon_f32(v: f32) -> f32 {
-    if v.is_nan() {
+    let b = v.to_bits();
+    if b & 0x7fff_ffff > 0x7f80_0000 {
         f32::from_bits(CANONICAL_NAN_F32)
     } else {
-        v
+        f32::from_bits(b)
     }
 }
 
-/// Replaces any NaN by the canonical f64 NaN.
+/// Replaces any NaN by the canonical f64 NaN (tested on the bits, see [`canon_f32`]).
 #[inline]
 pub fn canon_f64(v: f64) -> f64 {
-    if v.is_nan() {
+    let b = v.to_bits();
+    if b & 0x7fff_ffff_ffff_ffff > 0x7ff0_0000_0000_0000 {
         f64::from_bits(CANONICAL_NAN_F64)
     } else {
-        v
+        f64::from_bits(b)
     }
 }
 
@@ -253,6 +259,37 @@ mod tests {
                 assert_eq!(remap_index(j, 1, &b), Some(0));
             }
         }
+    }
+
+    #[test]
+    fn canonicalisation_survives_the_optimiser() {
+        // Operations whose NaN bits the hardware and LLVM leave unspecified.
+        let inputs = [
+            -1.0f32,
+            f32::from_bits(0x7fc0_0001),
+            f32::from_bits(0xffc0_0001),
+        ];
+        for x in inputs {
+            let x = std::hint::black_box(x);
+            assert_eq!(
+                canon_f32(x.sqrt()).to_bits(),
+                CANONICAL_NAN_F32,
+                "sqrt({x})"
+            );
+            assert_eq!(
+                canon_f32(x * f32::INFINITY * 0.0).to_bits(),
+                CANONICAL_NAN_F32
+            );
+            let d = std::hint::black_box(x as f64);
+            assert_eq!(
+                canon_f64(d.sqrt()).to_bits(),
+                CANONICAL_NAN_F64,
+                "sqrt({d})"
+            );
+        }
+        assert_eq!(canon_f32(-0.0).to_bits(), 0x8000_0000);
+        assert_eq!(canon_f32(f32::NEG_INFINITY).to_bits(), 0xff80_0000);
+        assert_eq!(canon_f64(f64::INFINITY).to_bits(), 0x7ff0_0000_0000_0000);
     }
 
     #[test]

@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 use kiln_ir::semantics::{CANONICAL_NAN_F32, CANONICAL_NAN_F64};
 use kiln_ir::{Scalar, TensorType};
 use kiln_ops::build_op;
+use kiln_runtime::fused::Engine;
 use kiln_runtime::npy::read_npy;
 use kiln_runtime::{eager, Tensor};
 
@@ -68,8 +69,15 @@ fn manifest() -> Vec<Case> {
         .collect()
 }
 
+/// Which executor a case runs on.
+#[derive(Clone, Copy, Debug)]
+enum Exec {
+    Eager,
+    Fused,
+}
+
 /// Runs one case; returns a description of the first mismatch, if any.
-fn run_case(case: &Case) -> Option<String> {
+fn run_case(case: &Case, exec: Exec, engine: &Engine) -> Option<String> {
     let dir = reference_dir();
     let input = promote(read_npy(dir.join(&case.input)).expect("reading input"));
     let want = promote(read_npy(dir.join(format!("{}.out.npy", case.name))).expect("output"));
@@ -81,7 +89,11 @@ fn run_case(case: &Case) -> Option<String> {
         Ok(g) => g,
         Err(e) => return Some(format!("build failed: {e}")),
     };
-    let got = match eager::run(&graph, &[input]) {
+    let result = match exec {
+        Exec::Eager => eager::run(&graph, &[input]),
+        Exec::Fused => engine.run(&graph, &[input]),
+    };
+    let got = match result {
         Ok(mut v) => v.remove(0),
         Err(e) => return Some(format!("run failed: {e}")),
     };
@@ -108,16 +120,19 @@ fn run_case(case: &Case) -> Option<String> {
 }
 
 #[test]
-fn every_reference_case_matches_scipy_bit_for_bit() {
+fn every_reference_case_matches_scipy_bit_for_bit_eager_and_fused() {
     let cases = manifest();
     assert!(cases.len() > 500, "only {} reference cases", cases.len());
     let mut failures = Vec::new();
+    let engine = Engine::new();
     for case in &cases {
-        if let Some(why) = run_case(case) {
-            failures.push(format!(
-                "{} ({} {:?}): {why}",
-                case.name, case.op, case.params
-            ));
+        for exec in [Exec::Eager, Exec::Fused] {
+            if let Some(why) = run_case(case, exec, &engine) {
+                failures.push(format!(
+                    "{} ({} {:?}, {exec:?}): {why}",
+                    case.name, case.op, case.params
+                ));
+            }
         }
     }
     for f in failures.iter().take(25) {

@@ -3,7 +3,7 @@
 //! [`run`] evaluates a graph node by node in id order and materialises every node's value as
 //! a fresh contiguous buffer, following SEMANTICS.md through the reference functions of
 //! [`kiln_ir::semantics`]. Inner loops are typed (one monomorphised loop per dtype and
-//! operation, see [`elem`]) and large nodes are split over rayon threads; the order of every
+//! operation) and large nodes are split over rayon threads; the order of every
 //! floating-point fold is the documented one whatever the split.
 
 mod elem;
@@ -11,12 +11,10 @@ mod kernels;
 
 use std::sync::Arc;
 
-use kiln_ir::{
-    BinaryOp, Border, DType, Graph, NodeId, NodeKind, ReduceOp, Scalar, TensorType, UnaryOp,
-};
+use kiln_ir::{BinaryOp, Border, DType, Graph, NodeId, NodeKind, ReduceOp, TensorType, UnaryOp};
 
 use crate::{RuntimeError, Storage, Tensor};
-use elem::{Arith, Float, Kind, KBool, KF32, KF64, KU8};
+use elem::{Arith, Float, KBool, Kind, KF32, KF64, KU8};
 
 /// Runs `$body` with `$K` bound to the marker type of dtype `$d`.
 macro_rules! by_dtype {
@@ -98,7 +96,9 @@ pub fn run(graph: &Graph, inputs: &[Tensor]) -> Result<Vec<Tensor>, RuntimeError
     let n = graph.nodes.len();
     for &o in &graph.outputs {
         if o.index() >= n {
-            return Err(RuntimeError::Shape(format!("graph output {o} does not exist")));
+            return Err(RuntimeError::Shape(format!(
+                "graph output {o} does not exist"
+            )));
         }
     }
     // Operands must precede their users; then a backward walk finds the live nodes and
@@ -239,7 +239,9 @@ fn eval_node(
             }
             match t.contiguous_storage() {
                 // Bool bytes other than 0 and 1 read as true (as `Storage::get` does).
-                Storage::Bool(v) => Storage::Bool(v.into_iter().map(|b| u8::from(b != 0)).collect()),
+                Storage::Bool(v) => {
+                    Storage::Bool(v.into_iter().map(|b| u8::from(b != 0)).collect())
+                }
                 s => s,
             }
         }
@@ -256,7 +258,10 @@ fn eval_node(
             let (sa, ta) = operand(graph, values, *a);
             let (sb, tb) = operand(graph, values, *b);
             if ta.dtype != tb.dtype {
-                return Err(bad(format!("operands differ: {} vs {}", ta.dtype, tb.dtype)));
+                return Err(bad(format!(
+                    "operands differ: {} vs {}",
+                    ta.dtype, tb.dtype
+                )));
             }
             eval_binary(*op, sa, sb, ta.dtype)
                 .ok_or_else(|| bad(format!("{op:?} on {}", ta.dtype)))?
@@ -308,7 +313,9 @@ fn eval_node(
                 )));
             }
             if let Some(p) = pairs.iter().find(|&&(a, b)| a >= b || b >= *width) {
-                return Err(bad(format!("pair {p:?} must satisfy i < j < width {width}")));
+                return Err(bad(format!(
+                    "pair {p:?} must satisfy i < j < width {width}"
+                )));
             }
             let dtype = graph.node(ins[0]).ty.dtype;
             by_dtype!(dtype, K => {
@@ -449,22 +456,26 @@ fn eval_binary(op: BinaryOp, sa: &Storage, sb: &Storage, d: DType) -> Option<Sto
         })
     }
     fn common<K: Kind>(op: BinaryOp, a: &[K::T], b: &[K::T]) -> Option<Storage> {
-        let m = kernels::map2;
         Some(match op {
-            BinaryOp::Min => K::wrap(m(a, b, K::min)),
-            BinaryOp::Max => K::wrap(m(a, b, K::max)),
-            BinaryOp::Lt => KBool::wrap(m(a, b, |x, y| u8::from(K::lt(x, y)))),
-            BinaryOp::Le => KBool::wrap(m(a, b, |x, y| u8::from(K::le(x, y)))),
-            BinaryOp::Gt => KBool::wrap(m(a, b, |x, y| u8::from(K::lt(y, x)))),
-            BinaryOp::Ge => KBool::wrap(m(a, b, |x, y| u8::from(K::le(y, x)))),
-            BinaryOp::Eq => KBool::wrap(m(a, b, |x, y| u8::from(K::eq(x, y)))),
-            BinaryOp::Ne => KBool::wrap(m(a, b, |x, y| u8::from(!K::eq(x, y)))),
+            BinaryOp::Min => K::wrap(kernels::map2(a, b, K::min)),
+            BinaryOp::Max => K::wrap(kernels::map2(a, b, K::max)),
+            BinaryOp::Lt => KBool::wrap(kernels::map2(a, b, |x, y| u8::from(K::lt(x, y)))),
+            BinaryOp::Le => KBool::wrap(kernels::map2(a, b, |x, y| u8::from(K::le(x, y)))),
+            BinaryOp::Gt => KBool::wrap(kernels::map2(a, b, |x, y| u8::from(K::lt(y, x)))),
+            BinaryOp::Ge => KBool::wrap(kernels::map2(a, b, |x, y| u8::from(K::le(y, x)))),
+            BinaryOp::Eq => KBool::wrap(kernels::map2(a, b, |x, y| u8::from(K::eq(x, y)))),
+            BinaryOp::Ne => KBool::wrap(kernels::map2(a, b, |x, y| u8::from(!K::eq(x, y)))),
             _ => return None,
         })
     }
     if !matches!(
         op,
-        BinaryOp::Add | BinaryOp::Sub | BinaryOp::Mul | BinaryOp::Div | BinaryOp::And | BinaryOp::Or
+        BinaryOp::Add
+            | BinaryOp::Sub
+            | BinaryOp::Mul
+            | BinaryOp::Div
+            | BinaryOp::And
+            | BinaryOp::Or
     ) {
         return by_dtype!(d, K => common::<K>(op, K::slice(sa)?, K::slice(sb)?));
     }

@@ -1,10 +1,10 @@
 //! kiln-runtime: tensors, the eager executor (the oracle) and the fused executor.
 
-pub mod eager;
 #[cfg(feature = "cuda")]
 pub mod cuda;
-pub mod npy;
+pub mod eager;
 pub mod fused;
+pub mod npy;
 pub mod tensor;
 
 pub use tensor::{Storage, Tensor};

@@ -89,7 +89,11 @@ impl Storage {
             (Storage::F64(v), Scalar::F64(b)) => v[i] = f64::from_bits(b),
             (Storage::U8(v), Scalar::U8(x)) => v[i] = x,
             (Storage::Bool(v), Scalar::Bool(x)) => v[i] = x as u8,
-            (st, s) => panic!("dtype mismatch: storage {} vs scalar {}", st.dtype(), s.dtype()),
+            (st, s) => panic!(
+                "dtype mismatch: storage {} vs scalar {}",
+                st.dtype(),
+                s.dtype()
+            ),
         }
     }
 }
@@ -152,7 +156,9 @@ impl Tensor {
             )));
         }
         if shape.contains(&0) {
-            return Err(RuntimeError::Shape(format!("empty tensor of shape {shape:?}")));
+            return Err(RuntimeError::Shape(format!(
+                "empty tensor of shape {shape:?}"
+            )));
         }
         let mut last = offset;
         for (&d, &s) in shape.iter().zip(strides) {
@@ -228,8 +234,15 @@ impl Tensor {
     /// A view with axes permuted: axis `i` of the result is axis `perm[i]` of `self`.
     pub fn permuted(&self, perm: &[usize]) -> Result<Tensor, RuntimeError> {
         let mut seen = vec![false; self.shape.len()];
-        if perm.len() != self.shape.len() || perm.iter().any(|&p| p >= seen.len() || std::mem::replace(&mut seen[p], true)) {
-            return Err(RuntimeError::Shape(format!("{perm:?} is not a permutation of rank {}", self.shape.len())));
+        if perm.len() != self.shape.len()
+            || perm
+                .iter()
+                .any(|&p| p >= seen.len() || std::mem::replace(&mut seen[p], true))
+        {
+            return Err(RuntimeError::Shape(format!(
+                "{perm:?} is not a permutation of rank {}",
+                self.shape.len()
+            )));
         }
         Ok(Tensor {
             storage: self.storage.clone(),
@@ -343,12 +356,7 @@ fn strided_copy<T: Copy>(src: &[T], shape: &[usize], strides: &[usize], offset: 
     let rows = n / w;
     let mut index = vec![0usize; outer_shape.len()];
     for _ in 0..rows {
-        let base = offset
-            + index
-                .iter()
-                .zip(strides)
-                .map(|(i, s)| i * s)
-                .sum::<usize>();
+        let base = offset + index.iter().zip(strides).map(|(i, s)| i * s).sum::<usize>();
         if sw == 1 {
             out.extend_from_slice(&src[base..base + w]);
         } else {
@@ -466,8 +474,7 @@ impl Tensor {
                 T::DTYPE
             )));
         }
-        let data = T::from_storage(&self.contiguous_storage())
-            .expect("dtype checked above");
+        let data = T::from_storage(&self.contiguous_storage()).expect("dtype checked above");
         ndarray::ArrayD::from_shape_vec(ndarray::IxDyn(&self.shape), data)
             .map_err(|e| RuntimeError::Shape(e.to_string()))
     }

@@ -1,16 +1,210 @@
-//! `kiln bench`: in-process timing of the fused kernels (owned by the benchmark work).
+//! `kiln bench`: in-process timing of the fused kernels on the performance workloads, with
+//! compile time, peak memory and the memory-copy floor. See docs/BENCHMARKS.md.
 
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::Args;
+use kiln::bench::json::Json;
+use kiln::bench::{self, BenchOptions, BenchRow, Status, Workload};
+use kiln::runtime::npy::write_npy;
 
 use super::CliError;
 
 /// Arguments of `kiln bench`.
 #[derive(Args, Debug)]
-pub struct BenchArgs {}
+pub struct BenchArgs {
+    /// Write the results as JSON to this file (`-` for stdout, which silences the table).
+    #[arg(long)]
+    json: Option<PathBuf>,
+    /// Thread counts to run each workload with.
+    #[arg(long, value_delimiter = ',', default_value = "1,2")]
+    threads: Vec<usize>,
+    /// Workloads to run, by name (e.g. `median3_2048`) or operator (e.g. `median_blur`);
+    /// all when absent. `--list` shows them.
+    #[arg(long, value_delimiter = ',')]
+    ops: Vec<String>,
+    /// Repeat each timed call until at least this many seconds have passed.
+    #[arg(long, default_value_t = 0.5)]
+    min_time: f64,
+    /// Time each selected workload at these image sides instead (`H = W = side`).
+    #[arg(long, value_delimiter = ',')]
+    sizes: Vec<usize>,
+    /// Write each workload's output (from the first thread count) to DIR/NAME.npy.
+    #[arg(long)]
+    dump_outputs: Option<PathBuf>,
+    /// List the workloads and exit.
+    #[arg(long)]
+    list: bool,
+}
+
+/// The workloads selected by `--ops` and `--sizes`.
+fn select(a: &BenchArgs) -> Result<Vec<Workload>, CliError> {
+    let all = bench::workloads();
+    for o in &a.ops {
+        if !all.iter().any(|w| &w.name == o || &w.op == o) {
+            let names: Vec<_> = all.iter().map(|w| w.name.as_str()).collect();
+            return Err(CliError::Usage(format!(
+                "unknown workload '{o}' (known: {})",
+                names.join(", ")
+            )));
+        }
+    }
+    let chosen: Vec<Workload> = all
+        .into_iter()
+        .filter(|w| a.ops.is_empty() || a.ops.iter().any(|o| o == &w.name || o == &w.op))
+        .collect();
+    if a.sizes.is_empty() {
+        return Ok(chosen);
+    }
+    if let Some(&s) = a.sizes.iter().find(|&&s| s == 0 || s > 65_536) {
+        return Err(CliError::Usage(format!(
+            "--sizes: side {s} is not in 1..=65536"
+        )));
+    }
+    Ok(chosen
+        .iter()
+        .flat_map(|w| a.sizes.iter().map(move |&s| w.with_side(s)))
+        .collect())
+}
+
+fn mib(b: usize) -> f64 {
+    b as f64 / (1024.0 * 1024.0)
+}
+
+/// One table line for a row.
+fn line(r: &BenchRow) -> String {
+    let w = &r.workload;
+    let shape = w
+        .shape
+        .iter()
+        .map(|d| d.to_string())
+        .collect::<Vec<_>>()
+        .join("x");
+    let head = format!("{:<22} {:<15} {:>3}", w.name, shape, r.threads);
+    match &r.status {
+        Status::Skipped(m) => format!("{head}  skipped: {m}"),
+        Status::Error(m) => format!("{head}  ERROR: {m}"),
+        Status::Ok => {
+            let peak = r
+                .peak_extra_bytes
+                .map_or("?".to_string(), |b| format!("{:.1}", mib(b as usize)));
+            format!(
+                "{head} {:>9.3} {:>8.3} {:>5} {:>9.3} {:>9.3} {:>6.2}x {:>8.2} {:>7} {:>8.1} {:>8}",
+                r.time.median,
+                r.time.iqr(),
+                r.time.reps,
+                r.floor.median,
+                r.floor_warm.median,
+                r.floor_ratio(),
+                r.compile_ms,
+                r.kernels,
+                mib(r.in_bytes + r.out_bytes),
+                peak
+            )
+        }
+    }
+}
 
 /// Runs `kiln bench`.
-pub fn run(_a: BenchArgs) -> Result<ExitCode, CliError> {
-    Err(CliError::Usage("kiln bench is not implemented yet".into()))
+pub fn run(a: BenchArgs) -> Result<ExitCode, CliError> {
+    if !(a.min_time.is_finite() && a.min_time >= 0.0) {
+        return Err(CliError::Usage(
+            "--min-time must be a non-negative number of seconds".into(),
+        ));
+    }
+    if a.threads.is_empty() || a.threads.iter().any(|&t| t == 0 || t > 1024) {
+        return Err(CliError::Usage(
+            "--threads: each count must be in 1..=1024".into(),
+        ));
+    }
+    let workloads = select(&a)?;
+    if a.list {
+        for w in &workloads {
+            println!(
+                "{:<22} {} {} {} {:?}",
+                w.name,
+                w.op,
+                w.params_text(),
+                w.dtype,
+                w.shape
+            );
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
+    if let Some(dir) = &a.dump_outputs {
+        std::fs::create_dir_all(dir)
+            .map_err(|e| CliError::Usage(format!("--dump-outputs {}: {e}", dir.display())))?;
+    }
+    let opts = BenchOptions {
+        min_time: a.min_time,
+        ..BenchOptions::default()
+    };
+    let quiet = a.json.as_deref() == Some(std::path::Path::new("-"));
+    if !quiet {
+        println!(
+            "{:<22} {:<15} {:>3} {:>9} {:>8} {:>5} {:>9} {:>9} {:>7} {:>8} {:>7} {:>8} {:>8}",
+            "workload",
+            "shape",
+            "thr",
+            "median ms",
+            "iqr ms",
+            "reps",
+            "floor ms",
+            "floor*ms",
+            "/floor",
+            "compile",
+            "kernels",
+            "in+out M",
+            "peak+ M"
+        );
+    }
+    let mut rows = Vec::new();
+    let mut failed = false;
+    for w in &workloads {
+        for (ti, &t) in a.threads.iter().enumerate() {
+            let (row, outputs) = bench::run_workload(w, t, &opts);
+            failed |= matches!(row.status, Status::Error(_));
+            if !quiet {
+                println!("{}", line(&row));
+            }
+            if let (Some(dir), 0, Some(out)) = (&a.dump_outputs, ti, outputs.first()) {
+                let suffix = if a.sizes.is_empty() {
+                    String::new()
+                } else {
+                    format!("_{}", w.shape[3])
+                };
+                write_npy(&dir.join(format!("{}{suffix}.npy", w.name)), out)?;
+            }
+            rows.push(row);
+        }
+    }
+    if !quiet {
+        println!(
+            "median/iqr: fused run (fresh output each call); floor: parallel copy of the input \
+             bytes into a fresh output-sized buffer (floor*: into a reused one), same threads; \
+             /floor = median / floor; compile: ms, fresh engine; peak+: peak RSS above the level \
+             before the first run (MiB)"
+        );
+    }
+    if let Some(path) = &a.json {
+        let doc = Json::obj([
+            ("metadata", bench::metadata_json(&a.threads, &opts)),
+            (
+                "results",
+                Json::Arr(rows.iter().map(bench::row_json).collect()),
+            ),
+        ]);
+        if quiet {
+            println!("{doc}");
+        } else {
+            std::fs::write(path, format!("{doc}\n"))
+                .map_err(|e| CliError::Usage(format!("--json {}: {e}", path.display())))?;
+        }
+    }
+    Ok(if failed {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    })
 }

@@ -81,10 +81,11 @@ pub fn run(a: DemoArgs) -> Result<ExitCode, CliError> {
         dtype: DType::F32,
         shape: image.shape().to_vec(),
     };
-    let cases: [(&str, &str, Vec<(String, String)>); 3] = [
-        ("median 3x3", "median_blur", vec![("k".into(), "3".into())]),
-        ("median 5x5", "median_blur", vec![("k".into(), "5".into())]),
-        ("grey_opening 3x3", "grey_opening", vec![("size".into(), "3".into())]),
+    // (label, operator, parameter name, parameter value)
+    let cases = [
+        ("median 3x3", "median_blur", "k", "3"),
+        ("median 5x5", "median_blur", "k", "5"),
+        ("grey_opening 3x3", "grey_opening", "size", "3"),
     ];
     println!(
         "kiln demo: 1x1x{0}x{0} f32, {1:.2}% NaN, {1:.2}% ±Inf, {2} threads",
@@ -97,8 +98,8 @@ pub fn run(a: DemoArgs) -> Result<ExitCode, CliError> {
         "op", "kernels", "fused", "compile ms", "eager ms", "fused ms", "speedup"
     );
     let mut all_exact = true;
-    for (label, op, params) in cases {
-        let graph = kiln::ops::build_op(op, &params, &ty)?;
+    for (label, op, name, value) in cases {
+        let graph = kiln::ops::build_op(op, &[(name.to_string(), value.to_string())], &ty)?;
         let engine = Engine::new();
         let compiled = engine.compile(&graph)?;
 

@@ -40,19 +40,45 @@ pub fn run(a: DumpArgs) -> Result<ExitCode, CliError> {
         .split(',')
         .map(|s| s.trim().parse::<usize>())
         .collect::<Result<Vec<_>, _>>()
-        .map_err(|_| CliError::Usage(format!("--shape '{}' is not a comma-separated list of sizes", a.shape)))?;
-    let dtype = DType::from_name(&a.dtype)
-        .ok_or_else(|| CliError::Usage(format!("unknown dtype '{}' (f32, f64, u8, bool)", a.dtype)))?;
+        .map_err(|_| {
+            CliError::Usage(format!(
+                "--shape '{}' is not a comma-separated list of sizes",
+                a.shape
+            ))
+        })?;
+    let dtype = DType::from_name(&a.dtype).ok_or_else(|| {
+        CliError::Usage(format!("unknown dtype '{}' (f32, f64, u8, bool)", a.dtype))
+    })?;
     let graph = kiln::ops::build_op(&a.op, &params, &TensorType { dtype, shape })?;
-    println!("== graph as built ({} nodes)\n{}", graph.len(), print(&graph));
+    println!(
+        "== graph as built ({} nodes)\n{}",
+        graph.len(),
+        print(&graph)
+    );
     let after_cse = cse(&graph);
-    println!("== after cse ({} nodes)\n{}", after_cse.len(), print(&after_cse));
+    println!(
+        "== after cse ({} nodes)\n{}",
+        after_cse.len(),
+        print(&after_cse)
+    );
     let after_dce = dce(&after_cse);
-    println!("== after dce ({} nodes)\n{}", after_dce.len(), print(&after_dce));
+    println!(
+        "== after dce ({} nodes)\n{}",
+        after_dce.len(),
+        print(&after_dce)
+    );
     let after_prune = prune(&after_dce);
-    println!("== after prune ({} nodes)\n{}", after_prune.len(), print(&after_prune));
+    println!(
+        "== after prune ({} nodes)\n{}",
+        after_prune.len(),
+        print(&after_prune)
+    );
     let partition = fuse(&after_prune);
-    println!("== fused groups ({} kernels)\n{}", partition.groups.len(), partition.describe(&after_prune));
+    println!(
+        "== fused groups ({} kernels)\n{}",
+        partition.groups.len(),
+        partition.describe(&after_prune)
+    );
     for (i, group) in partition.groups.iter().enumerate() {
         let kernel = lower(&after_prune, group)?;
         println!("== kernel {i}\n{kernel}");

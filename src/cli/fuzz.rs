@@ -37,7 +37,7 @@ pub fn run(a: FuzzArgs) -> Result<ExitCode, CliError> {
     if let Some(path) = a.replay {
         let report = replay(&path, None).map_err(|e| CliError::Usage(e.to_string()))?;
         println!("{}", report.summary());
-        return Ok(if report.failures() == 0 {
+        return Ok(if report.passed() {
             ExitCode::SUCCESS
         } else {
             ExitCode::from(1)
@@ -54,10 +54,11 @@ pub fn run(a: FuzzArgs) -> Result<ExitCode, CliError> {
         time_limit: a.time_limit.map(Duration::from_secs_f64),
         fault: None,
         progress: true,
+        ..FuzzOptions::default()
     };
     let report = fuzz(&opts);
     println!("{}", report.summary());
-    Ok(if report.mismatches.is_empty() && report.crashes.is_empty() {
+    Ok(if report.is_clean() {
         ExitCode::SUCCESS
     } else {
         ExitCode::from(1)

@@ -12,7 +12,11 @@ use clap::{Parser, Subcommand};
 
 /// Top-level command line.
 #[derive(Parser, Debug)]
-#[command(name = "kiln", version, about = "JIT kernel compiler and fusion engine for image operators")]
+#[command(
+    name = "kiln",
+    version,
+    about = "JIT kernel compiler and fusion engine for image operators"
+)]
 pub struct Cli {
     #[command(subcommand)]
     command: Command,

@@ -58,7 +58,12 @@ pub fn run(a: RunArgs) -> Result<ExitCode, CliError> {
         .ok_or_else(|| CliError::Usage("operator produced no output".into()))?;
     if promoted {
         let s = out.shape().to_vec();
-        out = Tensor::from_parts(out.storage().clone(), &s[2..], &out.strides()[2..], out.offset())?;
+        out = Tensor::from_parts(
+            out.storage().clone(),
+            &s[2..],
+            &out.strides()[2..],
+            out.offset(),
+        )?;
     }
     write_npy(&a.output, &out)?;
     Ok(ExitCode::SUCCESS)
@@ -71,5 +76,8 @@ fn promote_2d(t: Tensor) -> Result<(Tensor, bool), CliError> {
     }
     let shape = [1, 1, t.shape()[0], t.shape()[1]];
     let strides = [0, 0, t.strides()[0], t.strides()[1]];
-    Ok((Tensor::from_parts(t.storage().clone(), &shape, &strides, t.offset())?, true))
+    Ok((
+        Tensor::from_parts(t.storage().clone(), &shape, &strides, t.offset())?,
+        true,
+    ))
 }

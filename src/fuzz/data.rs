@@ -35,12 +35,17 @@ impl InputData {
         let mut st = Storage::zeros(self.dtype, n);
         for (i, &s) in self.data.iter().enumerate() {
             if s.dtype() != self.dtype {
-                return Err(FuzzError::Format(format!("value {s} in a {} input", self.dtype)));
+                return Err(FuzzError::Format(format!(
+                    "value {s} in a {} input",
+                    self.dtype
+                )));
             }
             st.set(i, s);
         }
         let t = Tensor::from_storage(st, &self.shape)?;
-        if self.order.iter().enumerate().all(|(i, &o)| i == o) && self.order.len() == self.shape.len() {
+        if self.order.iter().enumerate().all(|(i, &o)| i == o)
+            && self.order.len() == self.shape.len()
+        {
             Ok(t)
         } else {
             Ok(t.with_memory_order(&self.order)?)
@@ -99,7 +104,11 @@ fn special_f64(rng: &mut Rng) -> f64 {
         0 | 1 => {
             let payload = rng.next_u64() & ((1u64 << 51) - 1);
             let quiet = if rng.chance(0.8) { 1u64 << 51 } else { 0 };
-            let payload = if quiet == 0 && payload == 0 { 1 } else { payload };
+            let payload = if quiet == 0 && payload == 0 {
+                1
+            } else {
+                payload
+            };
             let s = if sign < 0.0 { 1u64 << 63 } else { 0 };
             f64::from_bits(s | 0x7ff0_0000_0000_0000 | quiet | payload)
         }
@@ -120,7 +129,11 @@ fn special_f32(rng: &mut Rng) -> f32 {
         0 | 1 => {
             let payload = (rng.next_u64() as u32) & ((1 << 22) - 1);
             let quiet = if rng.chance(0.8) { 1u32 << 22 } else { 0 };
-            let payload = if quiet == 0 && payload == 0 { 1 } else { payload };
+            let payload = if quiet == 0 && payload == 0 {
+                1
+            } else {
+                payload
+            };
             f32::from_bits(((neg as u32) << 31) | 0x7f80_0000 | quiet | payload)
         }
         2 => sign * f32::INFINITY,
@@ -155,7 +168,10 @@ pub fn random_scalar(rng: &mut Rng, dtype: DType) -> Scalar {
         } else {
             uniform_f64(rng)
         }),
-        DType::U8 => Scalar::U8(*rng.pick(&[0u8, 1, 2, 127, 128, 254, 255, rng.next_u64() as u8])),
+        DType::U8 => {
+            let r = rng.next_u64() as u8;
+            Scalar::U8(*rng.pick(&[0u8, 1, 2, 127, 128, 254, 255, r]))
+        }
         DType::Bool => Scalar::Bool(rng.chance(0.5)),
     }
 }

@@ -83,7 +83,10 @@ pub fn layouts(t: &Tensor) -> Vec<(&'static str, Tensor)> {
     let mut channels_last: Vec<usize> = vec![0];
     channels_last.extend(2..r);
     channels_last.push(1);
-    out.push(("channels-last", t.with_memory_order(&channels_last).unwrap()));
+    out.push((
+        "channels-last",
+        t.with_memory_order(&channels_last).unwrap(),
+    ));
     out
 }
 

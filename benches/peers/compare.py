@@ -1,0 +1,478 @@
+#!/usr/bin/env python3
+"""kiln against scipy.ndimage, OpenCV, numpy and (when installed) kornia/torch, same run.
+
+    pip install numpy scipy opencv-python-headless      # torch + kornia optional
+    cargo build --release
+    python3 benches/peers/compare.py [--threads 1,2] [--ops median3_2048,...] [--json out.json]
+
+Runs `kiln bench --json` (the binary given by --kiln) on the workloads, generates the very same
+inputs here (the integer hash of src/bench/data.rs, checked against kiln's input checksum),
+times every peer (one warm-up, then repeated calls until --min-time seconds, median and IQR),
+checks each peer's output against kiln's (`kiln bench --dump-outputs`), and prints one table:
+median ms per library per thread count, kiln's ratio to the best peer and to the copy floor.
+A library that is not installed, or has no such operation, gives a "skipped" cell.
+
+Output checks: "exact" = every element bit-identical; "interior" = bit-identical away from the
+border (the peer's border rule differs from kiln's, e.g. OpenCV medianBlur replicates edges
+where kiln/kornia pad with zeros); "DIFF ..." = some element differs (count, max |diff|).
+"""
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+BOOL_THRESHOLD = 15_099_494
+
+
+# ---------------------------------------------------------------- inputs (= src/bench/data.rs)
+def hash32(i, seed):
+    """The 32-bit hash of element indices `i` (uint32 array) and `seed`, modulo 2^32."""
+    with np.errstate(over="ignore"):
+        h = (i * np.uint32(0x9E3779B1)) ^ np.uint32((seed * 0x85EBCA77) & 0xFFFFFFFF)
+        h ^= h >> np.uint32(16)
+        h *= np.uint32(0x7FEB352D)
+        h ^= h >> np.uint32(15)
+        h *= np.uint32(0x846CA68B)
+        h ^= h >> np.uint32(16)
+    return h
+
+
+def generate(dtype, shape, seed):
+    """The input of a workload, identical to kiln's `bench::generate`."""
+    n = int(np.prod(shape))
+    h = hash32(np.arange(n, dtype=np.uint32), seed)
+    u = h >> np.uint32(8)
+    if dtype == "f32":
+        x = u.astype(np.float32) * np.float32(1.0 / 16777216.0)
+    elif dtype == "f64":
+        x = u.astype(np.float64) * (1.0 / 16777216.0)
+    elif dtype == "u8":
+        x = (h >> np.uint32(24)).astype(np.uint8)
+    elif dtype == "bool":
+        x = u < np.uint32(BOOL_THRESHOLD)
+    else:
+        raise ValueError(dtype)
+    return x.reshape(shape)
+
+
+def checksum(x):
+    """kiln's position-weighted checksum (src/bench/data.rs), modulo 2^64."""
+    x = np.ascontiguousarray(x).reshape(-1)
+    if x.dtype == np.float32:
+        bits = x.view(np.uint32).astype(np.uint64)
+    elif x.dtype == np.float64:
+        bits = x.view(np.uint64)
+    else:
+        bits = x.view(np.uint8).astype(np.uint64)
+    w = (np.arange(x.size, dtype=np.uint64) & np.uint64(0xFFFF)) + np.uint64(1)
+    with np.errstate(over="ignore"):
+        return int((bits * w).sum(dtype=np.uint64))
+
+
+# ---------------------------------------------------------------- timing
+def time_it(f, min_time, min_reps=3, max_reps=10_000):
+    """One warm-up call, then calls until min_time seconds and min_reps calls; ms stats."""
+    out = f()
+    samples = []
+    start = time.perf_counter()
+    while len(samples) < max_reps and (len(samples) < min_reps or time.perf_counter() - start < min_time):
+        t = time.perf_counter()
+        out = f()
+        samples.append((time.perf_counter() - t) * 1e3)
+    q1, med, q3 = np.percentile(samples, [25, 50, 75])
+    return {"median_ms": float(med), "q1_ms": float(q1), "q3_ms": float(q3), "reps": len(samples)}, out
+
+
+# ---------------------------------------------------------------- peers
+def try_import(name):
+    try:
+        return __import__(name)
+    except Exception:  # noqa: BLE001 - any import failure means "not installed"
+        return None
+
+
+cv2 = try_import("cv2")
+scipy_ndimage = None
+if try_import("scipy") is not None:
+    import scipy.ndimage as scipy_ndimage  # noqa: E402
+torch = try_import("torch")
+kornia = try_import("kornia") if torch is not None else None
+
+
+def planes(x):
+    """The 2-D planes of a [B, C, H, W] array, as a [B*C, H, W] view."""
+    return x.reshape(-1, x.shape[-2], x.shape[-1])
+
+
+def per_plane(f, x, out_dtype=None):
+    """Applies a 2-D function to every plane (how OpenCV handles stacks of images)."""
+    p = planes(x)
+    out = np.empty(p.shape, dtype=out_dtype or x.dtype)
+    for i in range(p.shape[0]):
+        out[i] = f(p[i])
+    return out.reshape(x.shape)
+
+
+def size4(k):
+    return (1, 1, k, k)
+
+
+CROSS = np.array([[0, 1, 0], [1, 1, 1], [0, 1, 0]], dtype=bool)
+
+
+def numpy_window(x, k, reduce):
+    """Sliding-window reduction with numpy only: pad (scipy 'reflect' = numpy 'symmetric' for
+    min/max; zeros for kornia's median) then reduce a [.., H, W, k, k] window view."""
+    from numpy.lib.stride_tricks import sliding_window_view
+
+    r = k // 2
+    mode = "constant" if reduce == "median" else "symmetric"
+    p = np.pad(x, ((0, 0), (0, 0), (r, r), (r, r)), mode=mode)
+    v = sliding_window_view(p, (k, k), axis=(2, 3))
+    if reduce == "median":
+        flat = v.reshape(*v.shape[:4], k * k)
+        return np.partition(flat, (k * k) // 2, axis=-1)[..., (k * k) // 2]
+    # separable: min over rows, then over columns (2k instead of k^2 reads)
+    f = np.min if reduce == "min" else np.max
+    a = f(sliding_window_view(p, k, axis=3), axis=-1)
+    return f(sliding_window_view(a, k, axis=2), axis=-1)
+
+
+def numpy_grad(x):
+    """Central differences with scipy 'reflect' borders (= numpy 'symmetric'), then
+    sqrt(dx*dx + dy*dy) in f32, the exact order of kiln's gradient_magnitude."""
+    p = np.pad(x, ((0, 0), (0, 0), (1, 1), (1, 1)), mode="symmetric")
+    dx = p[:, :, 1:-1, 2:] - p[:, :, 1:-1, :-2]
+    dy = p[:, :, 2:, 1:-1] - p[:, :, :-2, 1:-1]
+    return np.sqrt(dx * dx + dy * dy)
+
+
+def scipy_grad(x):
+    """scipy.ndimage.convolve with the central-difference kernels (mode reflect)."""
+    kx = np.zeros((1, 1, 3, 3), np.float32)
+    kx[0, 0, 1, 0], kx[0, 0, 1, 2] = 1, -1
+    ky = np.zeros((1, 1, 3, 3), np.float32)
+    ky[0, 0, 0, 1], ky[0, 0, 2, 1] = 1, -1
+    dx = scipy_ndimage.convolve(x, kx, mode="reflect")
+    dy = scipy_ndimage.convolve(x, ky, mode="reflect")
+    return np.sqrt(dx * dx + dy * dy)
+
+
+def cv2_grad(x, fused_magnitude=False):
+    """OpenCV: filter2D with [-1, 0, 1] (BORDER_REFLECT = scipy reflect) on the stack viewed
+    as one tall image (rows are independent for dx; for dy the first and last row of each
+    plane are fixed up with numpy, since the tall image bleeds across planes), then
+    cv2.multiply/add/sqrt (bit-exact), or cv2.magnitude (one pass, but it rounds differently:
+    up to 1 ulp, hence its own column)."""
+    b, c, h, w = x.shape
+    tall = x.reshape(b * c * h, w)
+    k = np.array([[-1, 0, 1]], np.float32)
+    dx = cv2.filter2D(tall, cv2.CV_32F, k, borderType=cv2.BORDER_REFLECT)
+    dy = cv2.filter2D(tall, cv2.CV_32F, k.T.copy(), borderType=cv2.BORDER_REFLECT)
+    dy = dy.reshape(b * c, h, w)
+    p = planes(x)
+    dy[:, 0, :] = p[:, 1, :] - p[:, 0, :]
+    dy[:, -1, :] = p[:, -1, :] - p[:, -2, :]
+    dy = dy.reshape(b * c * h, w)
+    if fused_magnitude:
+        return cv2.magnitude(dx, dy).reshape(x.shape)
+    return cv2.sqrt(cv2.add(cv2.multiply(dx, dx), cv2.multiply(dy, dy))).reshape(x.shape)
+
+
+def torch_grad(t):
+    """torch eager, the fastest plain form: replicate pad (= scipy reflect for 1 pixel), slice."""
+    p = torch.nn.functional.pad(t, (1, 1, 1, 1), mode="replicate")
+    dx = p[:, :, 1:-1, 2:] - p[:, :, 1:-1, :-2]
+    dy = p[:, :, 2:, 1:-1] - p[:, :, :-2, 1:-1]
+    return torch.sqrt(dx * dx + dy * dy)
+
+
+def peers_for(name, k_or_size):
+    """[(library, fn(x) -> out, check)] for a workload; check is 'exact' or ('interior', r)."""
+    k = k_or_size
+    r = k // 2
+    P = []
+    if name.startswith("median"):
+        if scipy_ndimage is not None:
+            P.append(("scipy", lambda x: scipy_ndimage.median_filter(x, size=size4(k), mode="constant", cval=0.0), "exact"))
+        if cv2 is not None:
+            P.append(("opencv", lambda x: per_plane(lambda p: cv2.medianBlur(p, k), x), ("interior", r)))
+        P.append(("numpy", lambda x: numpy_window(x, k, "median"), "exact"))
+        if kornia is not None:
+            P.append(("kornia", "median", "exact"))
+    elif name.startswith("erosion"):
+        if scipy_ndimage is not None:
+            P.append(("scipy", lambda x: scipy_ndimage.grey_erosion(x, size=size4(k)), "exact"))
+        if cv2 is not None:
+            ker = np.ones((k, k), np.uint8)
+            P.append(("opencv", lambda x: per_plane(lambda p: cv2.erode(p, ker), x), "exact"))
+        P.append(("numpy", lambda x: numpy_window(x, k, "min"), "exact"))
+        if kornia is not None:
+            P.append(("kornia", "erosion", "exact"))
+    elif name.startswith("opening"):
+        if scipy_ndimage is not None:
+            P.append(("scipy", lambda x: scipy_ndimage.grey_opening(x, size=size4(k)), "exact"))
+        if cv2 is not None:
+            ker = np.ones((k, k), np.uint8)
+            P.append(("opencv", lambda x: per_plane(lambda p: cv2.morphologyEx(p, cv2.MORPH_OPEN, ker), x), "exact"))
+        P.append(("numpy", lambda x: numpy_window(numpy_window(x, k, "min"), k, "max"), "exact"))
+        if kornia is not None:
+            P.append(("kornia", "opening", "exact"))
+    elif name.startswith("binary_erosion"):
+        if scipy_ndimage is not None:
+            st = CROSS.reshape(1, 1, 3, 3)
+            P.append(("scipy", lambda x: scipy_ndimage.binary_erosion(x, structure=st, border_value=0), "exact"))
+        if cv2 is not None:
+            ker = CROSS.astype(np.uint8)
+            P.append((
+                "opencv(u8)",
+                lambda x: per_plane(
+                    lambda p: cv2.erode(p, ker, borderType=cv2.BORDER_CONSTANT, borderValue=0),
+                    x.view(np.uint8)).view(bool),
+                "exact",
+            ))
+    elif name.startswith("gradmag"):
+        if scipy_ndimage is not None:
+            P.append(("scipy", scipy_grad, "exact"))
+        if cv2 is not None:
+            P.append(("opencv", cv2_grad, "exact"))
+            P.append(("opencv-mag", lambda x: cv2_grad(x, True), "exact"))
+        P.append(("numpy", numpy_grad, "exact"))
+        if torch is not None:
+            P.append(("torch", "grad", "exact"))
+    return P
+
+
+def torch_fns(kind, k):
+    """(eager fn, torch.compile fn) on torch tensors, or None when unavailable."""
+    if torch is None:
+        return None
+    if kind == "median":
+        f = lambda t: kornia.filters.median_blur(t, (k, k))  # noqa: E731
+    elif kind == "erosion":
+        ker = torch.ones(k, k)
+        f = lambda t: kornia.morphology.erosion(t, ker)  # noqa: E731
+    elif kind == "opening":
+        ker = torch.ones(k, k)
+        f = lambda t: kornia.morphology.opening(t, ker)  # noqa: E731
+    elif kind == "grad":
+        f = torch_grad
+    else:
+        return None
+    try:
+        c = torch.compile(f)
+    except Exception:  # noqa: BLE001
+        c = None
+    return f, c
+
+
+# ---------------------------------------------------------------- checks
+def compare(kiln_out, peer_out, check):
+    """'exact' / 'interior' when bit-identical (in the region the check covers), else DIFF."""
+    if kiln_out is None:
+        return "no kiln output"
+    a = np.asarray(kiln_out)
+    b = np.asarray(peer_out).reshape(a.shape).astype(a.dtype, copy=False)
+    label = "exact"
+    if check != "exact":
+        r = check[1]
+        if r > 0:
+            a = a[..., r:-r, r:-r]
+            b = b[..., r:-r, r:-r]
+        label = "interior"
+    if a.dtype == np.float32:
+        same = a.view(np.uint32) == b.view(np.uint32)
+    elif a.dtype == np.float64:
+        same = a.view(np.uint64) == b.view(np.uint64)
+    else:
+        same = a == b
+    bad = int(same.size - np.count_nonzero(same))
+    if bad == 0:
+        return label
+    d = np.abs(a.astype(np.float64) - b.astype(np.float64))
+    ulp = ""
+    if a.dtype == np.float32:
+        ia = a.view(np.int32).astype(np.int64)
+        ib = b.view(np.int32).astype(np.int64)
+        ulp = f" <={int(np.max(np.abs(ia - ib)))}ulp"
+    return f"DIFF {bad}/{same.size} max|d|={float(np.nanmax(d)):.3g}{ulp}"
+
+
+# ---------------------------------------------------------------- main
+def window_size(w):
+    p = w.get("params", {})
+    return int(p.get("k", p.get("size", "3")))
+
+
+def run_kiln(args, dump_dir):
+    out = os.path.join(dump_dir, "kiln.json")
+    cmd = [args.kiln, "bench", "--json", out, "--threads", args.threads, "--min-time", str(args.min_time),
+           "--dump-outputs", dump_dir]
+    if args.ops:
+        cmd += ["--ops", args.ops]
+    if args.sizes:
+        cmd += ["--sizes", args.sizes]
+    print("$", " ".join(cmd), flush=True)
+    subprocess.run(cmd, check=False)
+    with open(out) as f:
+        return json.load(f)
+
+
+def fmt(x):
+    return "skipped" if x is None else (f"{x:.3f}" if x < 10 else f"{x:.1f}")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--kiln", default="target/release/kiln", help="path to the kiln binary")
+    ap.add_argument("--threads", default="1,2")
+    ap.add_argument("--ops", default="", help="comma-separated workload names (default: all)")
+    ap.add_argument("--sizes", default="", help="image sides replacing H and W (plot.py uses this)")
+    ap.add_argument("--min-time", type=float, default=0.5)
+    ap.add_argument("--json", default="", help="write kiln's and the peers' results here")
+    ap.add_argument("--markdown", action="store_true", help="also print the table as Markdown")
+    ap.add_argument("--no-torch-compile", action="store_true")
+    args = ap.parse_args()
+    threads = [int(t) for t in args.threads.split(",")]
+
+    with tempfile.TemporaryDirectory(prefix="kiln-compare-") as tmp:
+        kj = run_kiln(args, tmp)
+        results = []
+        for row in kj["results"]:
+            results.append(bench_peers(args, row, tmp, threads))
+    meta = kj["metadata"]
+    meta["python"] = sys.version.split()[0]
+    meta["numpy"] = np.__version__
+    meta["scipy"] = __import__("scipy").__version__ if scipy_ndimage is not None else None
+    meta["opencv"] = cv2.__version__ if cv2 is not None else None
+    meta["torch"] = torch.__version__ if torch is not None else None
+    meta["kornia"] = kornia.__version__ if kornia is not None else None
+    print_table(meta, results, args.markdown)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"metadata": meta, "results": results}, f, indent=1)
+
+
+_inputs = {}
+_kiln_out = {}
+
+
+def bench_peers(args, row, tmp, threads):
+    """Times the peers on one kiln row (one workload at one thread count)."""
+    name, t = row["name"], row["threads"]
+    res = {"kiln": row, "peers": {}, "checks": {}}
+    if row["status"] != "ok":
+        return res
+    shape = tuple(row["shape"])
+    key = (name, shape)
+    if key not in _inputs:
+        _inputs.clear()
+        _kiln_out.clear()
+        x = generate(row["dtype"], shape, row["seed"])
+        if str(checksum(x)) != row["input_checksum"]:
+            print(f"!! {name}: input checksum differs from kiln's: the generators disagree", file=sys.stderr)
+        _inputs[key] = x
+        suffix = f"_{shape[-1]}" if args.sizes else ""
+        path = os.path.join(tmp, f"{name}{suffix}.npy")
+        _kiln_out[key] = np.load(path) if os.path.exists(path) else None
+    x, kout = _inputs[key], _kiln_out[key]
+    if cv2 is not None:
+        cv2.setNumThreads(t)
+    if torch is not None:
+        torch.set_num_threads(t)
+    k = window_size(row)
+    for lib, fn, check in peers_for(name, k):
+        if isinstance(fn, str):  # torch / kornia: eager and compiled
+            fns = torch_fns(fn, k)
+            if fns is None:
+                continue
+            tx = torch.from_numpy(x)
+            for label, f in (("torch-eager" if fn == "grad" else "kornia-eager", fns[0]),
+                             ("torch.compile", None if args.no_torch_compile else fns[1])):
+                if f is None:
+                    res["peers"][label] = None
+                    continue
+                try:
+                    with torch.no_grad():
+                        st, out = time_it(lambda: f(tx), args.min_time)
+                    res["peers"][label] = st
+                    res["checks"][label] = compare(kout, out.numpy(), check)
+                except Exception as e:  # noqa: BLE001
+                    res["peers"][label] = None
+                    res["checks"][label] = f"error: {type(e).__name__}"
+            continue
+        # scipy and numpy are single-threaded: time them once, at the first thread count.
+        if lib in ("scipy", "numpy") and t != threads[0]:
+            continue
+        try:
+            st, out = time_it(lambda: fn(x), args.min_time)
+            res["peers"][lib] = st
+            res["checks"][lib] = compare(kout, out, check)
+        except Exception as e:  # noqa: BLE001
+            res["peers"][lib] = None
+            res["checks"][lib] = f"error: {type(e).__name__}: {e}"
+    return res
+
+
+def print_table(meta, results, markdown):
+    libs = []
+    for r in results:
+        for lib in r["peers"]:
+            if lib not in libs:
+                libs.append(lib)
+    # single-threaded peers: carry their time to the other thread counts
+    single = {}
+    for r in results:
+        for lib in ("scipy", "numpy"):
+            if lib in r["peers"]:
+                single[(r["kiln"]["name"], tuple(r["kiln"]["shape"]), lib)] = (r["peers"][lib], r["checks"].get(lib))
+    head = ["workload", "shape", "thr", "kiln ms", "floor ms", "compile ms"] + [f"{l} ms" for l in libs] + [
+        "best peer", "kiln/best", "kiln/floor", "checks"]
+    rows = []
+    for r in results:
+        k = r["kiln"]
+        shape = "x".join(map(str, k["shape"]))
+        if k["status"] != "ok":
+            rows.append([k["name"], shape, str(k["threads"]), k["status"] + ": " + k["reason"][:50]] + [""] * (len(head) - 4))
+            continue
+        peers = dict(r["peers"])
+        checks = dict(r["checks"])
+        for lib in ("scipy", "numpy"):
+            s = single.get((k["name"], tuple(k["shape"]), lib))
+            if lib not in peers and s is not None:
+                peers[lib] = s[0]
+                checks[lib] = s[1]
+        timed = {l: s["median_ms"] for l, s in peers.items() if s is not None}
+        best = min(timed, key=timed.get) if timed else None
+        km = k["time"]["median_ms"]
+        cells = [k["name"], shape, str(k["threads"]), fmt(km), fmt(k["floor"]["median_ms"]), f"{k['compile_ms']:.2f}"]
+        cells += [fmt(peers[l]["median_ms"]) if peers.get(l) else "skipped" for l in libs]
+        cells += [best or "-", f"{km / timed[best]:.2f}" if best else "-", f"{k['ratio_to_floor']:.2f}"]
+        cells.append(", ".join(f"{l}:{c}" for l, c in checks.items()))
+        rows.append(cells)
+    print()
+    print(f"machine: {meta['machine']} ({meta['cores']} cores), {meta['rustc']}, kiln {meta['kiln_commit'][:12]}"
+          f"{' (dirty)' if meta.get('kiln_dirty') else ''}; numpy {meta['numpy']}, scipy {meta['scipy']}, "
+          f"opencv {meta['opencv']}, torch {meta['torch']}, kornia {meta['kornia']}")
+    widths = [max(len(h), *(len(c) for c in col)) for h, col in zip(head, zip(*rows))] if rows else [len(h) for h in head]
+    print("  ".join(h.ljust(w) for h, w in zip(head, widths)))
+    for c in rows:
+        print("  ".join(x.ljust(w) for x, w in zip(c, widths)))
+    print("scipy and numpy run single-threaded (timed once, shown at every thread count); "
+          "kiln/best = kiln median / fastest peer median; kiln/floor = kiln median / copy floor.")
+    if markdown:
+        print()
+        print("| " + " | ".join(head) + " |")
+        print("|" + "---|" * len(head))
+        for c in rows:
+            print("| " + " | ".join(x.replace("|", "/") for x in c) + " |")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,134 @@
+//! The Cranelift JIT set-up shared by every CPU kernel: ISA flags, function definition and
+//! ownership of the finalized code.
+
+use std::sync::Mutex;
+
+use cranelift_codegen::ir::{types, AbiParam, Type, UserFuncName, Value};
+use cranelift_codegen::settings::{self, Configurable};
+use cranelift_codegen::Context;
+use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext};
+use cranelift_jit::{JITBuilder, JITModule};
+use cranelift_module::{default_libcall_names, FuncId, Linkage, Module};
+
+use crate::CodegenError;
+
+fn cl_err(what: &str, e: impl std::fmt::Debug) -> CodegenError {
+    CodegenError::Cranelift(format!("{what}: {e:?}"))
+}
+
+/// A JIT module being filled with functions.
+pub(crate) struct Jit {
+    module: JITModule,
+    ctx: Context,
+    fctx: FunctionBuilderContext,
+}
+
+impl Jit {
+    /// A module for the host ISA, optimising for speed. No fast-math-like flag exists in
+    /// Cranelift and none is set; the verifier runs in debug builds.
+    pub(crate) fn new() -> Result<Jit, CodegenError> {
+        let mut fb = settings::builder();
+        fb.set("opt_level", "speed")
+            .map_err(|e| cl_err("opt_level", e))?;
+        fb.set(
+            "enable_verifier",
+            if cfg!(debug_assertions) {
+                "true"
+            } else {
+                "false"
+            },
+        )
+        .map_err(|e| cl_err("enable_verifier", e))?;
+        fb.set("is_pic", "false").map_err(|e| cl_err("is_pic", e))?;
+        let isa_builder =
+            cranelift_native::builder().map_err(|e| CodegenError::Cranelift(e.to_string()))?;
+        let isa = isa_builder
+            .finish(settings::Flags::new(fb))
+            .map_err(|e| cl_err("isa", e))?;
+        if isa.pointer_type() != types::I64 {
+            return Err(CodegenError::Cranelift(
+                "the CPU backend needs a 64-bit host".into(),
+            ));
+        }
+        let module = JITModule::new(JITBuilder::with_isa(isa, default_libcall_names()));
+        let ctx = module.make_context();
+        Ok(Jit {
+            module,
+            ctx,
+            fctx: FunctionBuilderContext::new(),
+        })
+    }
+
+    /// Declares and defines a function `name` with parameters `params` and no result;
+    /// `build` fills it starting in the entry block, given the parameter values.
+    pub(crate) fn define(
+        &mut self,
+        name: &str,
+        params: &[Type],
+        build: impl FnOnce(&mut FunctionBuilder, &[Value]) -> Result<(), CodegenError>,
+    ) -> Result<FuncId, CodegenError> {
+        let mut sig = self.module.make_signature();
+        sig.params.extend(params.iter().map(|&t| AbiParam::new(t)));
+        let id = self
+            .module
+            .declare_function(name, Linkage::Local, &sig)
+            .map_err(|e| cl_err(name, e))?;
+        self.module.clear_context(&mut self.ctx);
+        self.ctx.func.signature = sig;
+        self.ctx.func.name = UserFuncName::user(0, id.as_u32());
+        let cfg = self.module.target_config();
+        let built = {
+            let mut b = FunctionBuilder::new(&mut self.ctx.func, &mut self.fctx);
+            let entry = b.create_block();
+            b.append_block_params_for_function_params(entry);
+            b.switch_to_block(entry);
+            let ps = b.block_params(entry).to_vec();
+            let r = build(&mut b, &ps);
+            if r.is_ok() {
+                b.seal_all_blocks();
+                b.finalize(cfg);
+            }
+            r
+        };
+        if let Err(e) = built {
+            self.module.clear_context(&mut self.ctx);
+            return Err(e);
+        }
+        let r = self
+            .module
+            .define_function(id, &mut self.ctx)
+            .map_err(|e| cl_err(name, e));
+        self.module.clear_context(&mut self.ctx);
+        r.map(|()| id)
+    }
+
+    /// Finalizes every defined function and hands over the module.
+    pub(crate) fn finish(mut self) -> Result<JITModule, CodegenError> {
+        self.module
+            .finalize_definitions()
+            .map_err(|e| cl_err("finalize", e))?;
+        Ok(self.module)
+    }
+}
+
+/// Owns a finalized JIT module and frees its code memory on drop.
+pub(crate) struct CodeOwner(Mutex<Option<JITModule>>);
+
+impl CodeOwner {
+    pub(crate) fn new(module: JITModule) -> CodeOwner {
+        CodeOwner(Mutex::new(Some(module)))
+    }
+}
+
+impl Drop for CodeOwner {
+    fn drop(&mut self) {
+        let slot = self.0.get_mut().unwrap_or_else(|e| e.into_inner());
+        if let Some(module) = slot.take() {
+            // SAFETY: the module's function pointers are only reachable through the
+            // `CpuKernel` that owns this value; the runtime keeps that kernel (an
+            // `Arc<CpuKernel>`) alive while any of its functions runs, so once the kernel is
+            // dropped no function from this module is executing or will be called again.
+            unsafe { module.free_memory() };
+        }
+    }
+}

@@ -1,0 +1,602 @@
+//! Row functions: one stencil stage, one output row per call.
+//!
+//! Layout of the generated function (`W` = width, `dx` = the column offsets of the stage's
+//! loads and in-range tests):
+//!
+//! * the interior `[xlo, xhi)` is where every `x + dx` lies inside `[0, W)`;
+//! * border columns (`[0, xlo)` then `[xhi, W)`) run one scalar body that remaps every
+//!   column index under its load's border mode;
+//! * the interior runs four columns at a time with `F32X4` when the stage is vectorisable
+//!   and every stride is 1 (checked at run time), then a scalar tail; otherwise a scalar
+//!   loop with strided addressing and no remapping.
+
+use std::collections::HashMap;
+
+use cranelift_codegen::ir::condcodes::IntCC;
+use cranelift_codegen::ir::{types, BlockArg, InstBuilder, Type, Value};
+use cranelift_frontend::FunctionBuilder;
+use kiln_ir::{BinaryOp, Border, DType, Scalar, UnaryOp};
+
+use super::values::{mem, Em, Val};
+use super::{esize, RowSlot, SlotKind};
+use crate::kernel::{Kernel, KernelBody, Op, Source, Stage};
+use crate::{CodegenError, Fault};
+
+fn bad(msg: impl Into<String>) -> CodegenError {
+    CodegenError::Lower(msg.into())
+}
+
+/// Largest column or row offset accepted (a tensor never has more elements).
+const MAX_OFFSET: i64 = 1 << 40;
+
+/// Parameter types of a [`super::RowFn`].
+pub(crate) fn row_params() -> [Type; 5] {
+    [types::I64, types::I64, types::I64, types::I64, types::I64]
+}
+
+/// Checks that every stage of a stencil kernel is well typed, so that code generation
+/// never meets an inconsistent program.
+pub(crate) fn validate(kernel: &Kernel) -> Result<(), CodegenError> {
+    let KernelBody::Stencil { stages } = &kernel.body else {
+        return Err(bad("not a stencil kernel"));
+    };
+    if kernel.rank < 3 {
+        return Err(bad(format!("rank {} has no spatial axis", kernel.rank)));
+    }
+    let sr = kernel.rank - 2;
+    if stages.is_empty() {
+        return Err(bad("stencil kernel without stages"));
+    }
+    for (si, st) in stages.iter().enumerate() {
+        let e = |i: usize, m: String| bad(format!("stage {si}, value {i}: {m}"));
+        for (i, inst) in st.insts.iter().enumerate() {
+            let dt = |v: &crate::kernel::ValueId| -> Result<DType, CodegenError> {
+                let j = v.0 as usize;
+                if j >= i {
+                    return Err(e(i, format!("operand {j} is not an earlier value")));
+                }
+                Ok(st.insts[j].dtype)
+            };
+            let d = inst.dtype;
+            let ok = match &inst.op {
+                Op::Load {
+                    source,
+                    offset,
+                    border,
+                } => {
+                    let sd = match *source {
+                        Source::Input(n) => kernel.inputs.get(n as usize).copied(),
+                        Source::Stage(j) if (j as usize) < si => Some(stages[j as usize].dtype()),
+                        Source::Stage(_) => None,
+                    };
+                    let Some(sd) = sd else {
+                        return Err(e(i, format!("bad source {source:?}")));
+                    };
+                    if offset.len() != sr || offset.iter().any(|o| o.abs() > MAX_OFFSET) {
+                        return Err(e(i, format!("bad offset {offset:?} for {sr} spatial dims")));
+                    }
+                    if let Border::Constant(c) = border {
+                        if c.dtype() != sd {
+                            return Err(e(i, format!("border constant {c} on {sd} data")));
+                        }
+                    }
+                    sd == d
+                }
+                Op::InRange(offset) => {
+                    if offset.len() != sr || offset.iter().any(|o| o.abs() > MAX_OFFSET) {
+                        return Err(e(i, format!("bad offset {offset:?} for {sr} spatial dims")));
+                    }
+                    d == DType::Bool
+                }
+                Op::Const(c) => c.dtype() == d,
+                Op::Unary(op, x) => {
+                    let xd = dt(x)?;
+                    match op {
+                        UnaryOp::Neg | UnaryOp::Abs => xd != DType::Bool && d == xd,
+                        UnaryOp::Sqrt => xd.is_float() && d == xd,
+                        UnaryOp::IsNan | UnaryOp::IsFinite => xd.is_float() && d == DType::Bool,
+                        UnaryOp::Not => xd == DType::Bool && d == DType::Bool,
+                    }
+                }
+                Op::Binary(op, a, b) => {
+                    let (ad, bd) = (dt(a)?, dt(b)?);
+                    let allowed = match op {
+                        BinaryOp::Add | BinaryOp::Sub | BinaryOp::Mul | BinaryOp::Div => {
+                            ad != DType::Bool
+                        }
+                        BinaryOp::And | BinaryOp::Or => ad == DType::Bool,
+                        _ => true,
+                    };
+                    let out = if op.is_comparison() { DType::Bool } else { ad };
+                    allowed && ad == bd && d == out
+                }
+                Op::Select(c, a, b) => dt(c)? == DType::Bool && dt(a)? == d && dt(b)? == d,
+                Op::Cast(x) => {
+                    dt(x)?;
+                    true
+                }
+            };
+            if !ok {
+                return Err(e(i, format!("ill-typed {:?} as {d}", inst.op)));
+            }
+        }
+        if st.result.0 as usize >= st.insts.len() {
+            return Err(bad(format!("stage {si}: result out of range")));
+        }
+    }
+    let last = stages[stages.len() - 1].dtype();
+    if last != kernel.output {
+        return Err(bad(format!(
+            "output {} but last stage gives {last}",
+            kernel.output
+        )));
+    }
+    Ok(())
+}
+
+/// What code generation needs to know about one stage.
+pub(crate) struct StagePlan {
+    /// The row pointers, in argument order.
+    pub(crate) slots: Vec<RowSlot>,
+    /// Dtype of each `Row` slot's elements (`Bool` for `OuterInRange`).
+    slot_dtype: Vec<DType>,
+    /// Per instruction: its slot (loads; in-range tests with an outer offset).
+    slot_of: Vec<Option<usize>>,
+    /// Smallest and largest column offset (both include 0).
+    min_dx: i64,
+    max_dx: i64,
+    /// Whether the interior can run on `F32X4`.
+    vectorisable: bool,
+    /// Per instruction: min/max exchanged (the planted comparator fault).
+    swapped: Vec<bool>,
+}
+
+impl StagePlan {
+    /// One line for [`super::CpuKernel::describe`].
+    pub(crate) fn describe(&self, i: usize, stage: &Stage) -> String {
+        let slots: Vec<String> = self
+            .slots
+            .iter()
+            .map(|s| match &s.kind {
+                SlotKind::Row { source, border } => {
+                    format!("{source:?}@{:?} {border}", s.outer_offset)
+                }
+                SlotKind::OuterInRange => format!("in_range@{:?}", s.outer_offset),
+            })
+            .collect();
+        format!(
+            "stage {i}: {} ({} insts), columns dx in [{}, {}], {} slot(s) [{}], interior {}",
+            stage.dtype(),
+            stage.insts.len(),
+            self.min_dx,
+            self.max_dx,
+            self.slots.len(),
+            slots.join(", "),
+            if self.vectorisable {
+                "vectorised F32X4 (when strides are 1) + scalar tail"
+            } else {
+                "scalar"
+            }
+        )
+    }
+}
+
+/// Collects a stage's slots, column offsets and vectorisability.
+pub(crate) fn plan_stage(
+    kernel: &Kernel,
+    si: usize,
+    fault: Option<Fault>,
+) -> Result<StagePlan, CodegenError> {
+    let KernelBody::Stencil { stages } = &kernel.body else {
+        return Err(bad("not a stencil kernel"));
+    };
+    let stage = &stages[si];
+    let sr = kernel.rank - 2;
+    let mut slots = Vec::new();
+    let mut slot_dtype = Vec::new();
+    let mut index: HashMap<RowSlot, usize> = HashMap::new();
+    let mut slot_of = vec![None; stage.insts.len()];
+    let (mut min_dx, mut max_dx) = (0i64, 0i64);
+    let mut vectorisable = matches!(stage.dtype(), DType::F32);
+    let mut get = |slot: RowSlot, d: DType| -> usize {
+        *index.entry(slot.clone()).or_insert_with(|| {
+            slots.push(slot);
+            slot_dtype.push(d);
+            slots.len() - 1
+        })
+    };
+    for (i, inst) in stage.insts.iter().enumerate() {
+        if !matches!(inst.dtype, DType::F32 | DType::Bool) {
+            vectorisable = false;
+        }
+        match &inst.op {
+            Op::Load {
+                source,
+                offset,
+                border,
+            } => {
+                let dx = offset[sr - 1];
+                min_dx = min_dx.min(dx);
+                max_dx = max_dx.max(dx);
+                if inst.dtype != DType::F32 {
+                    vectorisable = false;
+                }
+                let slot = RowSlot {
+                    kind: SlotKind::Row {
+                        source: *source,
+                        border: *border,
+                    },
+                    outer_offset: offset[..sr - 1].to_vec(),
+                };
+                slot_of[i] = Some(get(slot, inst.dtype));
+            }
+            Op::InRange(offset) => {
+                let dx = offset[sr - 1];
+                min_dx = min_dx.min(dx);
+                max_dx = max_dx.max(dx);
+                let outer = &offset[..sr - 1];
+                // At outer offset zero the output row itself is inside the shape.
+                if outer.iter().any(|&o| o != 0) {
+                    let slot = RowSlot {
+                        kind: SlotKind::OuterInRange,
+                        outer_offset: outer.to_vec(),
+                    };
+                    slot_of[i] = Some(get(slot, DType::Bool));
+                }
+            }
+            _ => {}
+        }
+    }
+    let mut swapped = vec![false; stage.insts.len()];
+    if fault == Some(Fault::SwapComparator) {
+        // First (in instruction order of the later half) min/max pair over the same operands.
+        let mut seen: HashMap<(bool, u32, u32), usize> = HashMap::new();
+        for (i, inst) in stage.insts.iter().enumerate() {
+            let (is_max, a, b) = match inst.op {
+                Op::Binary(BinaryOp::Min, a, b) => (false, a.0, b.0),
+                Op::Binary(BinaryOp::Max, a, b) => (true, a.0, b.0),
+                _ => continue,
+            };
+            let key = (a.min(b), a.max(b));
+            if let Some(&j) = seen.get(&(!is_max, key.0, key.1)) {
+                swapped[i] = true;
+                swapped[j] = true;
+                break;
+            }
+            seen.entry((is_max, key.0, key.1)).or_insert(i);
+        }
+    }
+    Ok(StagePlan {
+        slots,
+        slot_dtype,
+        slot_of,
+        min_dx,
+        max_dx,
+        vectorisable,
+        swapped,
+    })
+}
+
+/// Run-time values available everywhere in the function (defined in the entry block).
+struct RowCtx {
+    /// Pointer per slot.
+    ptr: Vec<Value>,
+    /// Column stride in bytes per `Row` slot.
+    step: Vec<Value>,
+    /// The in-range byte per `OuterInRange` slot.
+    flag: Vec<Value>,
+    width: Value,
+    width_m1: Value,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Path {
+    /// Out-of-range columns possible: remap under the border mode.
+    Border,
+    /// Every column in range, one column.
+    Scalar,
+    /// Every column in range, four columns, stride 1.
+    Vector,
+}
+
+fn clamp_col(b: &mut FunctionBuilder, j: Value, ctx: &RowCtx) -> Value {
+    let zero = b.ins().iconst(types::I64, 0);
+    let t = b.ins().smin(j, ctx.width_m1);
+    b.ins().smax(t, zero)
+}
+
+/// `j.rem_euclid(n)` for `n >= 1`.
+fn rem_euclid(b: &mut FunctionBuilder, j: Value, n: Value) -> Value {
+    let r = b.ins().srem(j, n);
+    let neg = b.ins().icmp_imm_s(IntCC::SignedLessThan, r, 0);
+    let zero = b.ins().iconst(types::I64, 0);
+    let add = b.ins().select(neg, n, zero);
+    b.ins().iadd(r, add)
+}
+
+/// `kiln_ir::semantics::remap_index` for a non-constant mode (identity inside the range).
+fn remap(
+    b: &mut FunctionBuilder,
+    j: Value,
+    border: &Border,
+    ctx: &RowCtx,
+    fault: Option<Fault>,
+) -> Value {
+    let w = ctx.width;
+    let m = match border {
+        Border::Constant(_) | Border::Nearest => clamp_col(b, j, ctx),
+        Border::Wrap => rem_euclid(b, j, w),
+        Border::Reflect => {
+            let n2 = b.ins().ishl_imm_u(w, 1);
+            let m = rem_euclid(b, j, n2);
+            let hi = b.ins().icmp(IntCC::SignedGreaterThanOrEqual, m, w);
+            let back = b.ins().isub(n2, m);
+            let back = b.ins().iadd_imm_s(back, -1);
+            b.ins().select(hi, back, m)
+        }
+        Border::Mirror => {
+            let n2 = b.ins().ishl_imm_u(w, 1);
+            let p = b.ins().iadd_imm_s(n2, -2);
+            let one = b.ins().iconst(types::I64, 1);
+            let p = b.ins().smax(p, one);
+            let m = rem_euclid(b, j, p);
+            let hi = b.ins().icmp(IntCC::SignedGreaterThanOrEqual, m, w);
+            let back = b.ins().isub(p, m);
+            b.ins().select(hi, back, m)
+        }
+    };
+    if fault == Some(Fault::WrongBorderRightEdge) && !matches!(border, Border::Constant(_)) {
+        let right = b.ins().icmp(IntCC::SignedGreaterThanOrEqual, j, w);
+        b.ins().select(right, ctx.width_m1, m)
+    } else {
+        m
+    }
+}
+
+/// Emits one column (or four) of the stage program at column `x`; returns the plain result.
+fn body(
+    b: &mut FunctionBuilder,
+    stage: &Stage,
+    plan: &StagePlan,
+    ctx: &RowCtx,
+    x: Value,
+    path: Path,
+    fault: Option<Fault>,
+) -> Result<Value, CodegenError> {
+    let mut em = Em {
+        b,
+        vec: path == Path::Vector,
+        fault,
+    };
+    let mut vals: Vec<Val> = Vec::with_capacity(stage.insts.len());
+    for (i, inst) in stage.insts.iter().enumerate() {
+        let v = match &inst.op {
+            Op::Load { offset, border, .. } => {
+                let s = plan.slot_of[i].ok_or_else(|| bad("load without slot"))?;
+                let dx = *offset.last().expect("validated offset");
+                let d = inst.dtype;
+                let ty = em.ty(d);
+                let p = ctx.ptr[s];
+                let v = match path {
+                    Path::Vector => {
+                        let base = em.b.ins().ishl_imm_u(x, 2);
+                        let addr = em.b.ins().iadd(p, base);
+                        match i32::try_from(dx * 4) {
+                            Ok(o) => em.b.ins().load(ty, mem(), addr, o),
+                            Err(_) => {
+                                let addr = em.b.ins().iadd_imm_s(addr, dx * 4);
+                                em.b.ins().load(ty, mem(), addr, 0)
+                            }
+                        }
+                    }
+                    Path::Scalar => {
+                        let j = em.b.ins().iadd_imm_s(x, dx);
+                        let off = em.b.ins().imul(j, ctx.step[s]);
+                        let addr = em.b.ins().iadd(p, off);
+                        em.b.ins().load(ty, mem(), addr, 0)
+                    }
+                    Path::Border => {
+                        let j = em.b.ins().iadd_imm_s(x, dx);
+                        let m = remap(em.b, j, border, ctx, fault);
+                        let off = em.b.ins().imul(m, ctx.step[s]);
+                        let addr = em.b.ins().iadd(p, off);
+                        let v = em.b.ins().load(ty, mem(), addr, 0);
+                        if let Border::Constant(c) = border {
+                            let inr = em.b.ins().icmp(IntCC::UnsignedLessThan, j, ctx.width);
+                            let mut c = em.constant(*c)?;
+                            let cv = em.plain(&mut c);
+                            em.b.ins().select(inr, v, cv)
+                        } else {
+                            v
+                        }
+                    }
+                };
+                Val::plain(d, v)
+            }
+            Op::InRange(offset) => {
+                let dx = *offset.last().expect("validated offset");
+                let outer = plan.slot_of[i].map(|s| ctx.flag[s]);
+                let r = match path {
+                    Path::Border => {
+                        let j = em.b.ins().iadd_imm_s(x, dx);
+                        let inr = em.b.ins().icmp(IntCC::UnsignedLessThan, j, ctx.width);
+                        match outer {
+                            Some(f) => em.b.ins().band(inr, f),
+                            None => inr,
+                        }
+                    }
+                    _ => match outer {
+                        Some(f) => em.bool_from_i8(f),
+                        None => {
+                            let mut c = em.constant(Scalar::Bool(true))?;
+                            em.plain(&mut c)
+                        }
+                    },
+                };
+                Val::plain(DType::Bool, r)
+            }
+            Op::Const(c) => em.constant(*c)?,
+            Op::Unary(op, a) => {
+                let mut va = vals[a.0 as usize];
+                let r = em.unary(*op, &mut va)?;
+                vals[a.0 as usize] = va;
+                r
+            }
+            Op::Binary(op, a, c) => {
+                let (ai, ci) = (a.0 as usize, c.0 as usize);
+                let (mut va, mut vc) = (vals[ai], vals[ci]);
+                let r = em.binary(*op, &mut va, &mut vc, plan.swapped[i])?;
+                vals[ai] = va;
+                vals[ci] = vc;
+                r
+            }
+            Op::Select(c, a, e) => {
+                let (ci, ai, ei) = (c.0 as usize, a.0 as usize, e.0 as usize);
+                let (mut vc, mut va, mut ve) = (vals[ci], vals[ai], vals[ei]);
+                let r = em.select(&mut vc, &mut va, &mut ve)?;
+                vals[ci] = vc;
+                vals[ai] = va;
+                vals[ei] = ve;
+                r
+            }
+            Op::Cast(a) => {
+                let mut va = vals[a.0 as usize];
+                let r = em.cast(&mut va, inst.dtype)?;
+                vals[a.0 as usize] = va;
+                r
+            }
+        };
+        vals.push(v);
+    }
+    let mut r = vals[stage.result.0 as usize];
+    Ok(em.plain(&mut r))
+}
+
+fn arg(v: Value) -> BlockArg {
+    BlockArg::Value(v)
+}
+
+/// Builds the row function of `stage` into `b` (positioned in the entry block).
+pub(crate) fn build(
+    b: &mut FunctionBuilder,
+    stage: &Stage,
+    plan: &StagePlan,
+    params: &[Value],
+    fault: Option<Fault>,
+) -> Result<(), CodegenError> {
+    let (rows, strides, out, out_stride, width) =
+        (params[0], params[1], params[2], params[3], params[4]);
+    let i64t = types::I64;
+    let mut ctx = RowCtx {
+        ptr: Vec::new(),
+        step: Vec::new(),
+        flag: Vec::new(),
+        width,
+        width_m1: b.ins().iadd_imm_s(width, -1),
+    };
+    let mut unit_strides: Option<Value> = None;
+    for (s, slot) in plan.slots.iter().enumerate() {
+        let p = b.ins().load(i64t, mem(), rows, (8 * s) as i32);
+        ctx.ptr.push(p);
+        match slot.kind {
+            SlotKind::Row { .. } => {
+                let st = b.ins().load(i64t, mem(), strides, (8 * s) as i32);
+                ctx.step
+                    .push(b.ins().imul_imm_s(st, esize(plan.slot_dtype[s])));
+                ctx.flag.push(p);
+                let one = b.ins().icmp_imm_s(IntCC::Equal, st, 1);
+                unit_strides = Some(match unit_strides {
+                    Some(u) => b.ins().band(u, one),
+                    None => one,
+                });
+            }
+            SlotKind::OuterInRange => {
+                ctx.step.push(p);
+                ctx.flag.push(b.ins().load(types::I8, mem(), p, 0));
+            }
+        }
+    }
+    let out_d = stage.dtype();
+    let out_step = b.ins().imul_imm_s(out_stride, esize(out_d));
+
+    // Interior [xlo, xhi).
+    let lo_c = b.ins().iconst(i64t, (-plan.min_dx).max(0));
+    let xlo = b.ins().smin(lo_c, width);
+    let xhi = b.ins().iadd_imm_s(width, -plan.max_dx.max(0));
+    let xhi = b.ins().smax(xhi, xlo);
+
+    let store = |b: &mut FunctionBuilder, v: Value, x: Value| {
+        let off = b.ins().imul(x, out_step);
+        let addr = b.ins().iadd(out, off);
+        b.ins().store(mem(), v, addr, 0);
+    };
+
+    // Border columns: 0..xlo, then xhi..W.
+    let border_blk = b.create_block();
+    b.append_block_param(border_blk, i64t);
+    let interior = b.create_block();
+    let zero = b.ins().iconst(i64t, 0);
+    let lo_empty = b.ins().icmp_imm_s(IntCC::Equal, xlo, 0);
+    let x0 = b.ins().select(lo_empty, xhi, zero);
+    let go = b.ins().icmp(IntCC::SignedLessThan, x0, width);
+    b.ins().brif(go, border_blk, &[arg(x0)], interior, &[]);
+
+    b.switch_to_block(border_blk);
+    let x = b.block_params(border_blk)[0];
+    let v = body(b, stage, plan, &ctx, x, Path::Border, fault)?;
+    store(b, v, x);
+    let x1 = b.ins().iadd_imm_s(x, 1);
+    let at_lo = b.ins().icmp(IntCC::Equal, x1, xlo);
+    let x2 = b.ins().select(at_lo, xhi, x1);
+    let go = b.ins().icmp(IntCC::SignedLessThan, x2, width);
+    b.ins().brif(go, border_blk, &[arg(x2)], interior, &[]);
+
+    // Interior.
+    b.switch_to_block(interior);
+    let scal_hdr = b.create_block();
+    b.append_block_param(scal_hdr, i64t);
+    let exit = b.create_block();
+    if plan.vectorisable {
+        let vec_hdr = b.create_block();
+        b.append_block_param(vec_hdr, i64t);
+        let vec_body = b.create_block();
+        let out_one = b.ins().icmp_imm_s(IntCC::Equal, out_stride, 1);
+        let ok = match unit_strides {
+            Some(u) => b.ins().band(u, out_one),
+            None => out_one,
+        };
+        b.ins()
+            .brif(ok, vec_hdr, &[arg(xlo)], scal_hdr, &[arg(xlo)]);
+
+        b.switch_to_block(vec_hdr);
+        let x = b.block_params(vec_hdr)[0];
+        let x4 = b.ins().iadd_imm_s(x, 4);
+        let fits = b.ins().icmp(IntCC::SignedLessThanOrEqual, x4, xhi);
+        b.ins().brif(fits, vec_body, &[], scal_hdr, &[arg(x)]);
+
+        b.switch_to_block(vec_body);
+        let v = body(b, stage, plan, &ctx, x, Path::Vector, fault)?;
+        let off = b.ins().ishl_imm_u(x, 2);
+        let addr = b.ins().iadd(out, off);
+        b.ins().store(mem(), v, addr, 0);
+        b.ins().jump(vec_hdr, &[arg(x4)]);
+    } else {
+        b.ins().jump(scal_hdr, &[arg(xlo)]);
+    }
+
+    b.switch_to_block(scal_hdr);
+    let x = b.block_params(scal_hdr)[0];
+    let scal_body = b.create_block();
+    let more = b.ins().icmp(IntCC::SignedLessThan, x, xhi);
+    b.ins().brif(more, scal_body, &[], exit, &[]);
+
+    b.switch_to_block(scal_body);
+    let v = body(b, stage, plan, &ctx, x, Path::Scalar, fault)?;
+    store(b, v, x);
+    let x1 = b.ins().iadd_imm_s(x, 1);
+    b.ins().jump(scal_hdr, &[arg(x1)]);
+
+    b.switch_to_block(exit);
+    b.ins().return_(&[]);
+    Ok(())
+}

@@ -1,0 +1,453 @@
+//! kiln's scalar semantics in CLIF, for one lane or four.
+//!
+//! Register representation: f32 → `F32` / `F32X4`, f64 → `F64`, u8 → `I8`, bool → `I8`
+//! holding 0 or 1 (scalar) or an `I32X4` lane mask of all-ones / all-zeros (vector). Vectors
+//! only ever hold f32 and bool values.
+//!
+//! Float min/max work on integer total-order keys plus a NaN mask. A value produced by a
+//! min/max stays in that *key domain* ([`Val::key`]) while it only feeds more min/max, and
+//! is decoded once when something else needs its float bits, so a comparator costs one
+//! integer min, one integer max and one `bor` of the NaN masks.
+
+use cranelift_codegen::ir::condcodes::{FloatCC, IntCC};
+use cranelift_codegen::ir::immediates::{Ieee32, Ieee64};
+use cranelift_codegen::ir::{types, InstBuilder, MemFlagsData, Type, Value};
+use cranelift_frontend::FunctionBuilder;
+use kiln_ir::semantics::{CANONICAL_NAN_F32, CANONICAL_NAN_F64};
+use kiln_ir::{BinaryOp, DType, Scalar, UnaryOp};
+
+use crate::{CodegenError, Fault};
+
+/// A stage value in registers, in plain form, key form, or both (each computed on demand
+/// and cached).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Val {
+    /// The value's dtype.
+    pub(crate) dtype: DType,
+    plain: Option<Value>,
+    /// Total-order key and NaN mask (floats only).
+    key: Option<(Value, Value)>,
+}
+
+impl Val {
+    /// A value in its plain register form.
+    pub(crate) fn plain(dtype: DType, v: Value) -> Val {
+        Val {
+            dtype,
+            plain: Some(v),
+            key: None,
+        }
+    }
+}
+
+fn bad(msg: impl Into<String>) -> CodegenError {
+    CodegenError::Lower(msg.into())
+}
+
+/// Emits value computations into a function, one lane (`vec == false`) or four.
+pub(crate) struct Em<'a, 'b> {
+    /// The function being built.
+    pub(crate) b: &'a mut FunctionBuilder<'b>,
+    /// Four f32/bool lanes per value instead of one.
+    pub(crate) vec: bool,
+    /// Planted miscompilation, if any.
+    pub(crate) fault: Option<Fault>,
+}
+
+/// Memory flags for every load and store: no alignment assumption, no trap expected.
+pub(crate) fn mem() -> MemFlagsData {
+    MemFlagsData::new().with_notrap()
+}
+
+impl Em<'_, '_> {
+    /// Register type of a value of dtype `d`.
+    pub(crate) fn ty(&self, d: DType) -> Type {
+        match (self.vec, d) {
+            (false, DType::F32) => types::F32,
+            (false, DType::F64) => types::F64,
+            (false, _) => types::I8,
+            (true, DType::F32) => types::F32X4,
+            (true, DType::Bool) => types::I32X4,
+            (true, DType::F64) => types::F64X2,
+            (true, DType::U8) => types::I8X16,
+        }
+    }
+
+    fn need_scalar_or_f32_bool(&self, d: DType) -> Result<(), CodegenError> {
+        if self.vec && !matches!(d, DType::F32 | DType::Bool) {
+            return Err(bad(format!("{d} values cannot be vectorised")));
+        }
+        Ok(())
+    }
+
+    fn key_ty(&self, d: DType) -> Type {
+        match (self.vec, d) {
+            (false, DType::F64) => types::I64,
+            (false, _) => types::I32,
+            (true, _) => types::I32X4,
+        }
+    }
+
+    fn int_splat(&mut self, ty: Type, v: i64) -> Value {
+        if ty.is_vector() {
+            let s = self.b.ins().iconst(ty.lane_type(), v);
+            self.b.ins().splat(ty, s)
+        } else {
+            self.b.ins().iconst(ty, v)
+        }
+    }
+
+    fn float_const(&mut self, d: DType, bits: u64) -> Value {
+        match d {
+            DType::F64 => self.b.ins().f64const(Ieee64::with_bits(bits)),
+            _ => {
+                let c = self.b.ins().f32const(Ieee32::with_bits(bits as u32));
+                if self.vec {
+                    self.b.ins().splat(types::F32X4, c)
+                } else {
+                    c
+                }
+            }
+        }
+    }
+
+    fn canon_bits(d: DType) -> u64 {
+        if d == DType::F64 {
+            CANONICAL_NAN_F64
+        } else {
+            CANONICAL_NAN_F32 as u64
+        }
+    }
+
+    /// A constant.
+    pub(crate) fn constant(&mut self, s: Scalar) -> Result<Val, CodegenError> {
+        self.need_scalar_or_f32_bool(s.dtype())?;
+        let v = match s {
+            Scalar::F32(bits) => self.float_const(DType::F32, bits as u64),
+            Scalar::F64(bits) => self.float_const(DType::F64, bits),
+            Scalar::U8(v) => self.b.ins().iconst(types::I8, v as i64),
+            Scalar::Bool(v) => {
+                if self.vec {
+                    self.int_splat(types::I32X4, -(v as i64))
+                } else {
+                    self.b.ins().iconst(types::I8, v as i64)
+                }
+            }
+        };
+        Ok(Val::plain(s.dtype(), v))
+    }
+
+    /// A bool value from a scalar `I8` holding 0 or 1 (broadcast to a lane mask in vector
+    /// mode).
+    pub(crate) fn bool_from_i8(&mut self, v: Value) -> Value {
+        if self.vec {
+            let w = self.b.ins().uextend(types::I32, v);
+            let m = self.b.ins().ineg(w);
+            self.b.ins().splat(types::I32X4, m)
+        } else {
+            v
+        }
+    }
+
+    /// `c ? a : b` on register values (`c` a bool value).
+    pub(crate) fn sel(&mut self, c: Value, a: Value, b: Value) -> Value {
+        if self.vec {
+            let ty = self.b.func.dfg.value_type(a);
+            let c = if ty == types::I32X4 {
+                c
+            } else {
+                self.b.ins().bitcast(ty, MemFlagsData::new(), c)
+            };
+            self.b.ins().bitselect(c, a, b)
+        } else {
+            self.b.ins().select(c, a, b)
+        }
+    }
+
+    /// Replaces a NaN `r` by the canonical NaN.
+    fn canon(&mut self, d: DType, r: Value) -> Value {
+        let n = self.b.ins().fcmp(FloatCC::Unordered, r, r);
+        let c = self.float_const(d, Self::canon_bits(d));
+        self.sel(n, c, r)
+    }
+
+    /// The plain register form of `v`.
+    pub(crate) fn plain(&mut self, v: &mut Val) -> Value {
+        if let Some(p) = v.plain {
+            return p;
+        }
+        let (k, n) = v.key.expect("a value has a plain or a key form");
+        let d = v.dtype;
+        let kt = self.key_ty(d);
+        let bits = self.flip(d, k);
+        let cb = Self::canon_bits(d) as i64;
+        let canon = self.int_splat(kt, cb);
+        let bits = if self.vec {
+            self.b.ins().bitselect(n, canon, bits)
+        } else {
+            self.b.ins().select(n, canon, bits)
+        };
+        let t = self.ty(d);
+        let p = self.b.ins().bitcast(t, MemFlagsData::new(), bits);
+        v.plain = Some(p);
+        p
+    }
+
+    /// `k ^ ((k >>s (w-1)) >>u 1)`: the order-key involution.
+    fn flip(&mut self, d: DType, k: Value) -> Value {
+        let sh = if d == DType::F64 { 63 } else { 31 };
+        let s = self.b.ins().sshr_imm_u(k, sh);
+        let s = self.b.ins().ushr_imm_u(s, 1);
+        self.b.ins().bxor(k, s)
+    }
+
+    /// The key form of a float value: total-order key and NaN mask.
+    fn key(&mut self, v: &mut Val) -> (Value, Value) {
+        if let Some(k) = v.key {
+            return k;
+        }
+        let d = v.dtype;
+        let p = v.plain.expect("a value has a plain or a key form");
+        let kt = self.key_ty(d);
+        let bits = self.b.ins().bitcast(kt, MemFlagsData::new(), p);
+        let k = self.flip(d, bits);
+        let n = self.b.ins().fcmp(FloatCC::Unordered, p, p);
+        v.key = Some((k, n));
+        (k, n)
+    }
+
+    /// kiln's float min (`max == false`) or max.
+    fn float_minmax(&mut self, max: bool, a: &mut Val, b: &mut Val) -> Val {
+        let d = a.dtype;
+        if self.fault == Some(Fault::FminSemantics) {
+            let pa = self.plain(a);
+            let pb = self.plain(b);
+            let r = if max {
+                self.b.ins().fmax(pa, pb)
+            } else {
+                self.b.ins().fmin(pa, pb)
+            };
+            return Val::plain(d, r);
+        }
+        let (ka, na) = self.key(a);
+        let (kb, nb) = self.key(b);
+        let k = if max {
+            self.b.ins().smax(ka, kb)
+        } else {
+            self.b.ins().smin(ka, kb)
+        };
+        let n = if self.fault == Some(Fault::DropNanMask) {
+            let t = self.b.func.dfg.value_type(na);
+            self.int_splat(t, 0)
+        } else {
+            self.b.ins().bor(na, nb)
+        };
+        Val {
+            dtype: d,
+            plain: None,
+            key: Some((k, n)),
+        }
+    }
+
+    /// Elementwise unary op.
+    pub(crate) fn unary(&mut self, op: UnaryOp, x: &mut Val) -> Result<Val, CodegenError> {
+        let d = x.dtype;
+        self.need_scalar_or_f32_bool(d)?;
+        let p = self.plain(x);
+        let r = match (op, d) {
+            (UnaryOp::Neg, DType::F32 | DType::F64) => {
+                let r = self.b.ins().fneg(p);
+                Val::plain(d, self.canon(d, r))
+            }
+            (UnaryOp::Neg, DType::U8) => Val::plain(d, self.b.ins().ineg(p)),
+            (UnaryOp::Abs, DType::F32 | DType::F64) => {
+                let r = self.b.ins().fabs(p);
+                Val::plain(d, self.canon(d, r))
+            }
+            (UnaryOp::Abs, DType::U8) => *x,
+            (UnaryOp::Sqrt, DType::F32 | DType::F64) => {
+                let r = self.b.ins().sqrt(p);
+                Val::plain(d, self.canon(d, r))
+            }
+            (UnaryOp::IsNan, DType::F32 | DType::F64) => {
+                Val::plain(DType::Bool, self.b.ins().fcmp(FloatCC::Unordered, p, p))
+            }
+            (UnaryOp::IsFinite, DType::F32 | DType::F64) => {
+                let a = self.b.ins().fabs(p);
+                let inf = self.float_const(
+                    d,
+                    if d == DType::F64 {
+                        f64::INFINITY.to_bits()
+                    } else {
+                        f32::INFINITY.to_bits() as u64
+                    },
+                );
+                Val::plain(DType::Bool, self.b.ins().fcmp(FloatCC::LessThan, a, inf))
+            }
+            (UnaryOp::Not, DType::Bool) => {
+                let r = if self.vec {
+                    self.b.ins().bnot(p)
+                } else {
+                    self.b.ins().bxor_imm_u(p, 1)
+                };
+                Val::plain(d, r)
+            }
+            _ => return Err(bad(format!("unary {op:?} does not accept {d}"))),
+        };
+        Ok(r)
+    }
+
+    /// Elementwise binary op; `swap` exchanges min and max (the planted comparator fault).
+    pub(crate) fn binary(
+        &mut self,
+        op: BinaryOp,
+        a: &mut Val,
+        b: &mut Val,
+        swap: bool,
+    ) -> Result<Val, CodegenError> {
+        let d = a.dtype;
+        if b.dtype != d {
+            return Err(bad(format!("binary {op:?} on {d} and {}", b.dtype)));
+        }
+        self.need_scalar_or_f32_bool(d)?;
+        let op = match (swap, op) {
+            (true, BinaryOp::Min) => BinaryOp::Max,
+            (true, BinaryOp::Max) => BinaryOp::Min,
+            (_, op) => op,
+        };
+        let float = d.is_float();
+        if float && matches!(op, BinaryOp::Min | BinaryOp::Max) {
+            return Ok(self.float_minmax(op == BinaryOp::Max, a, b));
+        }
+        let pa = self.plain(a);
+        let pb = self.plain(b);
+        if op.is_comparison() {
+            let r = if float {
+                let cc = match op {
+                    BinaryOp::Lt => FloatCC::LessThan,
+                    BinaryOp::Le => FloatCC::LessThanOrEqual,
+                    BinaryOp::Gt => FloatCC::GreaterThan,
+                    BinaryOp::Ge => FloatCC::GreaterThanOrEqual,
+                    BinaryOp::Eq => FloatCC::Equal,
+                    _ => FloatCC::NotEqual,
+                };
+                self.b.ins().fcmp(cc, pa, pb)
+            } else {
+                let cc = match op {
+                    BinaryOp::Lt => IntCC::UnsignedLessThan,
+                    BinaryOp::Le => IntCC::UnsignedLessThanOrEqual,
+                    BinaryOp::Gt => IntCC::UnsignedGreaterThan,
+                    BinaryOp::Ge => IntCC::UnsignedGreaterThanOrEqual,
+                    BinaryOp::Eq => IntCC::Equal,
+                    _ => IntCC::NotEqual,
+                };
+                self.b.ins().icmp(cc, pa, pb)
+            };
+            return Ok(Val::plain(DType::Bool, r));
+        }
+        let r = match (op, d) {
+            (BinaryOp::Add, DType::F32 | DType::F64) => {
+                let r = self.b.ins().fadd(pa, pb);
+                self.canon(d, r)
+            }
+            (BinaryOp::Sub, DType::F32 | DType::F64) => {
+                let r = self.b.ins().fsub(pa, pb);
+                self.canon(d, r)
+            }
+            (BinaryOp::Mul, DType::F32 | DType::F64) => {
+                let r = self.b.ins().fmul(pa, pb);
+                self.canon(d, r)
+            }
+            (BinaryOp::Div, DType::F32 | DType::F64) => {
+                let r = self.b.ins().fdiv(pa, pb);
+                self.canon(d, r)
+            }
+            (BinaryOp::Add, DType::U8) => self.b.ins().iadd(pa, pb),
+            (BinaryOp::Sub, DType::U8) => self.b.ins().isub(pa, pb),
+            (BinaryOp::Mul, DType::U8) => self.b.ins().imul(pa, pb),
+            (BinaryOp::Div, DType::U8) => {
+                // udiv traps on a zero divisor: divide by 1 instead and select 0.
+                let z = self.b.ins().icmp_imm_s(IntCC::Equal, pb, 0);
+                let one = self.b.ins().iconst(types::I8, 1);
+                let zero = self.b.ins().iconst(types::I8, 0);
+                let dv = self.b.ins().select(z, one, pb);
+                let q = self.b.ins().udiv(pa, dv);
+                self.b.ins().select(z, zero, q)
+            }
+            (BinaryOp::Min, DType::U8) => self.b.ins().umin(pa, pb),
+            (BinaryOp::Max, DType::U8) => self.b.ins().umax(pa, pb),
+            (BinaryOp::Min | BinaryOp::And, DType::Bool) => self.b.ins().band(pa, pb),
+            (BinaryOp::Max | BinaryOp::Or, DType::Bool) => self.b.ins().bor(pa, pb),
+            _ => return Err(bad(format!("binary {op:?} does not accept {d}"))),
+        };
+        Ok(Val::plain(d, r))
+    }
+
+    /// `c ? a : b`.
+    pub(crate) fn select(
+        &mut self,
+        c: &mut Val,
+        a: &mut Val,
+        b: &mut Val,
+    ) -> Result<Val, CodegenError> {
+        if c.dtype != DType::Bool || a.dtype != b.dtype {
+            return Err(bad("select needs a bool condition and equal branch dtypes"));
+        }
+        self.need_scalar_or_f32_bool(a.dtype)?;
+        let pc = self.plain(c);
+        let pa = self.plain(a);
+        let pb = self.plain(b);
+        Ok(Val::plain(a.dtype, self.sel(pc, pa, pb)))
+    }
+
+    /// Conversion to `to` by kiln's cast table.
+    pub(crate) fn cast(&mut self, x: &mut Val, to: DType) -> Result<Val, CodegenError> {
+        let from = x.dtype;
+        if from == to {
+            return Ok(*x);
+        }
+        self.need_scalar_or_f32_bool(from)?;
+        self.need_scalar_or_f32_bool(to)?;
+        let p = self.plain(x);
+        let r = match (from, to) {
+            (DType::F32, DType::F64) => {
+                let r = self.b.ins().fpromote(types::F64, p);
+                self.canon(to, r)
+            }
+            (DType::F64, DType::F32) => {
+                let r = self.b.ins().fdemote(types::F32, p);
+                self.canon(to, r)
+            }
+            (DType::F32 | DType::F64, DType::U8) => {
+                let i = self.b.ins().fcvt_to_uint_sat(types::I32, p);
+                let m = self.b.ins().iconst(types::I32, 255);
+                let i = self.b.ins().umin(i, m);
+                self.b.ins().ireduce(types::I8, i)
+            }
+            (DType::F32 | DType::F64, DType::Bool) => {
+                let z = self.float_const(from, 0);
+                self.b.ins().fcmp(FloatCC::NotEqual, p, z)
+            }
+            (DType::U8, DType::F32 | DType::F64) => {
+                let w = self.b.ins().uextend(types::I32, p);
+                let t = self.ty(to);
+                self.b.ins().fcvt_from_uint(t, w)
+            }
+            (DType::Bool, DType::F32 | DType::F64) => {
+                if self.vec {
+                    let one = self.float_const(to, 1.0f32.to_bits() as u64);
+                    let zero = self.float_const(to, 0);
+                    self.sel(p, one, zero)
+                } else {
+                    let w = self.b.ins().uextend(types::I32, p);
+                    let t = self.ty(to);
+                    self.b.ins().fcvt_from_uint(t, w)
+                }
+            }
+            (DType::U8, DType::Bool) => self.b.ins().icmp_imm_s(IntCC::NotEqual, p, 0),
+            (DType::Bool, DType::U8) => p,
+            _ => return Err(bad(format!("cast {from} -> {to}"))),
+        };
+        Ok(Val::plain(to, r))
+    }
+}

@@ -1,0 +1,319 @@
+//! The fused executor: compiles a graph into fused kernels (with a kernel cache) and runs
+//! them on rayon threads.
+//!
+//! Pipeline of [`Engine::compile`]: `cse → dce → prune → fuse → lower → cpu::compile`, the
+//! last step through a cache keyed by the kernel form and the compile options (no shapes or
+//! strides in the key: one compiled kernel serves every shape of the same rank and dtypes).
+//!
+//! Execution (see ARCHITECTURE.md, "CPU schedule"): groups run in partition order; each
+//! group writes a fresh contiguous tensor. Stencil kernels run row functions over blocks of
+//! output rows ([`stencil`]); scans and axis reductions run fold/combine functions over
+//! independent lines ([`along`]).
+
+mod along;
+mod stencil;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Instant;
+
+use kiln_codegen::cpu::{self, CpuBody, CpuKernel};
+use kiln_codegen::lower::lower;
+use kiln_codegen::{CompileOptions, Kernel};
+use kiln_ir::passes::{cse::cse, dce::dce, fuse, prune::prune, Partition};
+use kiln_ir::{Graph, NodeId, NodeKind};
+
+use crate::eager::check_inputs;
+use crate::tensor::{Storage, Tensor};
+use crate::RuntimeError;
+
+/// Counters of an [`Engine`]'s kernel cache.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct EngineStats {
+    /// Kernels compiled with Cranelift (cache misses).
+    pub kernels_compiled: usize,
+    /// Kernel requests served from the cache.
+    pub cache_hits: usize,
+    /// Total milliseconds spent in Cranelift.
+    pub compile_ms: f64,
+}
+
+type CacheKey = (Kernel, CompileOptions);
+
+/// Compiles and runs graphs with fused kernels. Cheap to share between threads; compiled
+/// kernels are cached for the engine's lifetime.
+pub struct Engine {
+    options: CompileOptions,
+    cache: Mutex<HashMap<CacheKey, Arc<CpuKernel>>>,
+    stats: Mutex<EngineStats>,
+    pool: Option<rayon::ThreadPool>,
+}
+
+impl Default for Engine {
+    fn default() -> Self {
+        Engine::new()
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // A panic while holding the lock cannot leave the cache or the counters inconsistent
+    // (each update is one insert or one field write), so a poisoned lock is still usable.
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl Engine {
+    /// An engine with default options, running on rayon's global thread pool.
+    pub fn new() -> Engine {
+        Engine::with_options(CompileOptions::default())
+    }
+
+    /// An engine with the given compile options.
+    pub fn with_options(options: CompileOptions) -> Engine {
+        Engine {
+            options,
+            cache: Mutex::new(HashMap::new()),
+            stats: Mutex::new(EngineStats::default()),
+            pool: None,
+        }
+    }
+
+    /// Runs on a dedicated pool of `n` threads (`n == 0`: rayon's default count). If the
+    /// pool cannot be created the engine keeps using rayon's global pool.
+    pub fn with_threads(mut self, n: usize) -> Engine {
+        self.pool = rayon::ThreadPoolBuilder::new().num_threads(n).build().ok();
+        self
+    }
+
+    /// The compile options.
+    pub fn options(&self) -> &CompileOptions {
+        &self.options
+    }
+
+    /// A snapshot of the cache counters.
+    pub fn stats(&self) -> EngineStats {
+        lock(&self.stats).clone()
+    }
+
+    /// Number of threads kernels run on.
+    pub fn threads(&self) -> usize {
+        match &self.pool {
+            Some(p) => p.current_num_threads(),
+            None => rayon::current_num_threads(),
+        }
+    }
+
+    /// Optimises, fuses, lowers and compiles `graph` (kernels through the cache).
+    pub fn compile(&self, graph: &Graph) -> Result<CompiledGraph, RuntimeError> {
+        let t0 = Instant::now();
+        let optimized = prune(&dce(&cse(graph)));
+        let partition = fuse(&optimized);
+        let mut kernels = Vec::with_capacity(partition.groups.len());
+        for group in &partition.groups {
+            let kernel = lower(&optimized, group)?;
+            kernels.push(self.kernel(kernel)?);
+        }
+        Ok(CompiledGraph {
+            optimized,
+            partition,
+            kernels,
+            compile_ms: t0.elapsed().as_secs_f64() * 1e3,
+        })
+    }
+
+    /// Compiles and runs `graph` on `inputs`; returns the outputs as fresh contiguous tensors.
+    pub fn run(&self, graph: &Graph, inputs: &[Tensor]) -> Result<Vec<Tensor>, RuntimeError> {
+        check_inputs(graph, inputs)?;
+        self.compile(graph)?.run(self, inputs)
+    }
+
+    /// The compiled form of `kernel`, from the cache or freshly compiled.
+    pub fn kernel(&self, kernel: Kernel) -> Result<Arc<CpuKernel>, RuntimeError> {
+        let key = (kernel, self.options.clone());
+        if let Some(k) = lock(&self.cache).get(&key) {
+            lock(&self.stats).cache_hits += 1;
+            return Ok(k.clone());
+        }
+        // Compile outside the lock so other threads are not held up; if another thread
+        // compiled the same kernel meanwhile, its result is kept and ours dropped.
+        let compiled = Arc::new(cpu::compile(&key.0, &key.1)?);
+        {
+            let mut st = lock(&self.stats);
+            st.kernels_compiled += 1;
+            st.compile_ms += compiled.compile_ms;
+        }
+        Ok(lock(&self.cache).entry(key).or_insert(compiled).clone())
+    }
+
+    fn install<R: Send>(&self, f: impl FnOnce() -> R + Send) -> R {
+        match &self.pool {
+            Some(p) => p.install(f),
+            None => f(),
+        }
+    }
+}
+
+/// A graph compiled into fused kernels, ready to run on inputs of the declared shapes.
+pub struct CompiledGraph {
+    /// The graph after cse, dce and prune: the graph the partition refers to.
+    pub optimized: Graph,
+    /// The fused groups, in execution order.
+    pub partition: Partition,
+    /// One compiled kernel per group, in the same order.
+    pub kernels: Vec<Arc<CpuKernel>>,
+    /// Wall-clock milliseconds of the whole compile (passes, lowering, Cranelift).
+    pub compile_ms: f64,
+}
+
+impl CompiledGraph {
+    /// Number of kernels (fused groups).
+    pub fn kernel_count(&self) -> usize {
+        self.kernels.len()
+    }
+
+    /// Runs the kernels on `inputs` with `engine`'s threads; returns the graph's outputs as
+    /// fresh contiguous tensors.
+    pub fn run(&self, engine: &Engine, inputs: &[Tensor]) -> Result<Vec<Tensor>, RuntimeError> {
+        check_inputs(&self.optimized, inputs)?;
+        engine.install(|| self.run_inner(inputs))
+    }
+
+    fn run_inner(&self, inputs: &[Tensor]) -> Result<Vec<Tensor>, RuntimeError> {
+        let g = &self.optimized;
+        if self.kernels.len() != self.partition.groups.len() {
+            return Err(RuntimeError::Shape(format!(
+                "{} kernels for {} groups",
+                self.kernels.len(),
+                self.partition.groups.len()
+            )));
+        }
+        // Remaining uses of each materialised value, so intermediates are freed early.
+        let mut uses: HashMap<NodeId, usize> = HashMap::new();
+        for group in &self.partition.groups {
+            for &i in &group.inputs {
+                *uses.entry(i).or_default() += 1;
+            }
+        }
+        for &o in &g.outputs {
+            *uses.entry(o).or_default() += 1;
+        }
+        let mut values: HashMap<NodeId, Tensor> = HashMap::new();
+        for (group, kernel) in self.partition.groups.iter().zip(&self.kernels) {
+            let mut args: Vec<Tensor> = Vec::with_capacity(group.inputs.len());
+            for &i in &group.inputs {
+                args.push(value_of(g, &values, inputs, i)?);
+            }
+            let root = g.nodes.get(group.root.index()).ok_or_else(|| {
+                RuntimeError::Shape(format!("group root {} does not exist", group.root))
+            })?;
+            let out = run_kernel(kernel, &args, &root.ty.shape)?;
+            values.insert(group.root, out);
+            for &i in &group.inputs {
+                if let Some(u) = uses.get_mut(&i) {
+                    *u -= 1;
+                    if *u == 0 {
+                        values.remove(&i);
+                    }
+                }
+            }
+        }
+        let mut outs = Vec::with_capacity(g.outputs.len());
+        for &o in &g.outputs {
+            let t = value_of(g, &values, inputs, o)?;
+            let fresh = if matches!(g.node(o).kind, NodeKind::Input { .. }) {
+                let c = t.to_contiguous();
+                if Arc::ptr_eq(c.storage(), t.storage()) {
+                    Tensor::from_storage(Storage::clone(c.storage()), c.shape())?
+                } else {
+                    c
+                }
+            } else {
+                t
+            };
+            outs.push(fresh);
+        }
+        Ok(outs)
+    }
+}
+
+/// The tensor holding node `id`'s value: a graph input or an already computed group root.
+fn value_of(
+    g: &Graph,
+    values: &HashMap<NodeId, Tensor>,
+    inputs: &[Tensor],
+    id: NodeId,
+) -> Result<Tensor, RuntimeError> {
+    let node = g
+        .nodes
+        .get(id.index())
+        .ok_or_else(|| RuntimeError::Shape(format!("node {id} does not exist")))?;
+    if let NodeKind::Input { index } = node.kind {
+        return inputs.get(index).cloned().ok_or(RuntimeError::InputCount {
+            expected: index + 1,
+            got: inputs.len(),
+        });
+    }
+    values.get(&id).cloned().ok_or_else(|| {
+        RuntimeError::Shape(format!(
+            "{id} ({}) is used before any kernel computed it",
+            node.kind.name()
+        ))
+    })
+}
+
+/// Runs one compiled kernel on `args`, producing a fresh contiguous tensor of `shape`.
+pub(crate) fn run_kernel(
+    kernel: &CpuKernel,
+    args: &[Tensor],
+    shape: &[usize],
+) -> Result<Tensor, RuntimeError> {
+    let k = &kernel.kernel;
+    if args.len() != k.inputs.len() {
+        return Err(RuntimeError::InputCount {
+            expected: k.inputs.len(),
+            got: args.len(),
+        });
+    }
+    for (index, (t, &d)) in args.iter().zip(&k.inputs).enumerate() {
+        if t.dtype() != d {
+            return Err(RuntimeError::InputMismatch {
+                index,
+                expected: d.to_string(),
+                got: t.dtype().to_string(),
+            });
+        }
+    }
+    if shape.len() != k.rank {
+        return Err(RuntimeError::Shape(format!(
+            "kernel of rank {} asked for an output of shape {shape:?}",
+            k.rank
+        )));
+    }
+    match &kernel.body {
+        CpuBody::Stencil(stages) => {
+            let dtypes = match &k.body {
+                kiln_codegen::kernel::KernelBody::Stencil { stages } => {
+                    stages.iter().map(|s| s.dtype()).collect::<Vec<_>>()
+                }
+                _ => {
+                    return Err(RuntimeError::Shape(
+                        "compiled stencil from a non-stencil kernel".into(),
+                    ))
+                }
+            };
+            stencil::run(stages, &dtypes, args, shape)
+        }
+        CpuBody::AlongAxis {
+            axis,
+            scan,
+            fold,
+            combine,
+            ..
+        } => {
+            let x = args.first().ok_or(RuntimeError::InputCount {
+                expected: 1,
+                got: 0,
+            })?;
+            along::run(x, *axis, *scan, *fold, *combine, shape)
+        }
+    }
+}

@@ -1,0 +1,541 @@
+//! The stencil row scheduler.
+//!
+//! A stencil kernel's output is a set of *rows*: every index tuple of the output except the
+//! innermost axis (`b, c, s1..s_{d-1}`), flattened row-major. Rows are split into blocks
+//! that run on rayon threads. For each row, each [`RowSlot`] of the stage becomes one
+//! pointer: the source row at the output row's outer coordinates plus the slot's outer
+//! offset, remapped under the slot's border (or a stride-0 pointer at the border constant, or
+//! at a 0/1 byte for [`SlotKind::OuterInRange`]).
+//!
+//! For multi-stage kernels a block first works backwards from its output rows to the rows of
+//! each earlier stage its slots reference (deduplicated, sorted; they may lie in other
+//! planes, or far away under `wrap`), computes them in stage order into per-block scratch,
+//! then computes its output rows from there. Earlier stages are never written to memory
+//! outside that scratch.
+
+use kiln_codegen::cpu::{CpuStage, RowSlot, SlotKind};
+use kiln_codegen::kernel::Source;
+use kiln_ir::semantics::remap_index;
+use kiln_ir::{Border, DType, Scalar};
+use rayon::prelude::*;
+
+use crate::tensor::{Storage, Tensor};
+use crate::RuntimeError;
+
+/// Bytes an [`SlotKind::OuterInRange`] slot points at: `[0]` is out of range, `[1]` in range.
+static IN_RANGE: [u8; 2] = [0, 1];
+
+/// The output's base pointer, shared by the threads that write disjoint rows of it.
+#[derive(Clone, Copy)]
+struct OutPtr(*mut u8);
+
+impl OutPtr {
+    /// The pointer (a method, so closures capture the whole `Sync` wrapper).
+    fn get(self) -> *mut u8 {
+        self.0
+    }
+}
+
+// SAFETY: the pointer is only used to write rows; every block writes a distinct range of
+// rows (blocks partition the row range), so no two threads write the same bytes, and the
+// buffer outlives the parallel loop (it is owned by `run`'s caller frame).
+unsafe impl Send for OutPtr {}
+// SAFETY: see `Send`: shared access only ever writes disjoint rows.
+unsafe impl Sync for OutPtr {}
+
+/// Where a slot's pointer goes for one row.
+enum Target {
+    /// A row of an input tensor: element pointer of column 0 and column stride (elements).
+    Input { ptr: *const u8, stride: i64 },
+    /// A row of an earlier stage, by its flat row index.
+    Stage { stage: usize, row: usize },
+    /// The border constant of the slot (stride 0).
+    Constant,
+    /// An `OuterInRange` answer.
+    InRange(bool),
+}
+
+/// Everything a block needs, shared read-only between threads.
+struct Job<'a> {
+    stages: &'a [CpuStage],
+    dtypes: &'a [DType],
+    inputs: &'a [Tensor],
+    /// Full shape of every tensor of the kernel.
+    shape: &'a [usize],
+    /// Columns per row (the innermost axis).
+    width: usize,
+    /// Per stage, per slot: the border constant's bytes (native order), for `Constant`.
+    consts: Vec<Vec<u64>>,
+}
+
+/// Checks the stages' slots against the inputs and each other before any pointer is formed.
+fn validate(
+    stages: &[CpuStage],
+    dtypes: &[DType],
+    inputs: &[Tensor],
+    shape: &[usize],
+) -> Result<(), RuntimeError> {
+    let bad = |m: String| Err(RuntimeError::Shape(m));
+    if stages.is_empty() || stages.len() != dtypes.len() {
+        return bad(format!(
+            "stencil kernel with {} stages and {} stage dtypes",
+            stages.len(),
+            dtypes.len()
+        ));
+    }
+    if shape.len() < 3 || shape.contains(&0) {
+        return bad(format!(
+            "stencil output shape {shape:?} is not [B, C, S1..Sd]"
+        ));
+    }
+    for (i, t) in inputs.iter().enumerate() {
+        if t.shape() != shape {
+            return bad(format!(
+                "stencil input {i} has shape {:?}, the kernel's shape is {shape:?}",
+                t.shape()
+            ));
+        }
+    }
+    let outer_rank = shape.len() - 3;
+    for (j, st) in stages.iter().enumerate() {
+        for (s, slot) in st.slots.iter().enumerate() {
+            if slot.outer_offset.len() != outer_rank {
+                return bad(format!(
+                    "stage {j} slot {s}: outer offset {:?} needs {outer_rank} entries",
+                    slot.outer_offset
+                ));
+            }
+            if let SlotKind::Row { source, border } = &slot.kind {
+                let dtype = match *source {
+                    Source::Input(n) => match inputs.get(n as usize) {
+                        Some(t) => t.dtype(),
+                        None => return bad(format!("stage {j} slot {s} reads missing input {n}")),
+                    },
+                    Source::Stage(k) if (k as usize) < j => dtypes[k as usize],
+                    Source::Stage(k) => {
+                        return bad(format!("stage {j} slot {s} reads stage {k}, not earlier"))
+                    }
+                };
+                if let Border::Constant(c) = border {
+                    if c.dtype() != dtype {
+                        return bad(format!(
+                            "stage {j} slot {s}: border constant {c} for a {dtype} source"
+                        ));
+                    }
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The scalar's bytes in native order, in the low bytes of a u64 (so the address of the u64
+/// is the address of the element).
+fn scalar_word(s: Scalar) -> u64 {
+    let mut b = [0u8; 8];
+    match s {
+        Scalar::F32(v) => b[..4].copy_from_slice(&v.to_ne_bytes()),
+        Scalar::F64(v) => b.copy_from_slice(&v.to_ne_bytes()),
+        Scalar::U8(v) => b[0] = v,
+        Scalar::Bool(v) => b[0] = v as u8,
+    }
+    u64::from_ne_bytes(b)
+}
+
+/// Runs a stencil kernel's stages over the whole output; returns the last stage as a fresh
+/// contiguous tensor of `shape`.
+pub(crate) fn run(
+    stages: &[CpuStage],
+    dtypes: &[DType],
+    inputs: &[Tensor],
+    shape: &[usize],
+) -> Result<Tensor, RuntimeError> {
+    validate(stages, dtypes, inputs, shape)?;
+    let width = shape[shape.len() - 1];
+    let rows: usize = shape[..shape.len() - 1].iter().product();
+    let consts = stages
+        .iter()
+        .map(|st| {
+            st.slots
+                .iter()
+                .map(|slot| match &slot.kind {
+                    SlotKind::Row {
+                        border: Border::Constant(c),
+                        ..
+                    } => scalar_word(*c),
+                    _ => 0,
+                })
+                .collect()
+        })
+        .collect();
+    let job = Job {
+        stages,
+        dtypes,
+        inputs,
+        shape,
+        width,
+        consts,
+    };
+    let out_dtype = dtypes[dtypes.len() - 1];
+    let mut storage = Storage::zeros(out_dtype, rows * width);
+    let out = OutPtr(storage.as_mut_ptr());
+    let threads = rayon::current_num_threads().max(1);
+    let block = rows.div_ceil(threads * 4).clamp(16, 1024);
+    let nblocks = rows.div_ceil(block);
+    let do_block = |b: usize| {
+        let r0 = b * block;
+        let r1 = (r0 + block).min(rows);
+        job.block(r0, r1, out)
+    };
+    if nblocks <= 1 {
+        do_block(0)?;
+    } else {
+        (0..nblocks).into_par_iter().try_for_each(do_block)?;
+    }
+    Tensor::from_storage(storage, shape)
+}
+
+impl Job<'_> {
+    /// Writes the outer coordinates (`b, c, s1..s_{d-1}`) of flat row `row` into `oc`.
+    fn decode(&self, mut row: usize, oc: &mut [usize]) {
+        for k in (0..oc.len()).rev() {
+            oc[k] = row % self.shape[k];
+            row /= self.shape[k];
+        }
+    }
+
+    /// Resolves `slot` for the output row with outer coordinates `oc`.
+    fn resolve(&self, oc: &[usize], slot: &RowSlot) -> Target {
+        let outer = oc.len();
+        let shifted = |k: usize| oc[k] as i64 + slot.outer_offset[k - 2];
+        match &slot.kind {
+            SlotKind::OuterInRange => {
+                Target::InRange((2..outer).all(|k| (0..self.shape[k] as i64).contains(&shifted(k))))
+            }
+            SlotKind::Row { source, border } => {
+                let mut flat = 0usize;
+                let mut elem = 0usize;
+                let t = match source {
+                    Source::Input(n) => Some(&self.inputs[*n as usize]),
+                    Source::Stage(_) => None,
+                };
+                for (k, &o) in oc.iter().enumerate() {
+                    let c = if k < 2 {
+                        o
+                    } else {
+                        match remap_index(shifted(k), self.shape[k], border) {
+                            Some(c) => c,
+                            None => return Target::Constant,
+                        }
+                    };
+                    flat = flat * self.shape[k] + c;
+                    if let Some(t) = t {
+                        elem += c * t.strides()[k];
+                    }
+                }
+                match (t, source) {
+                    (Some(t), _) => {
+                        let es = t.dtype().size_bytes();
+                        // SAFETY: `elem + t.offset()` is the storage index of element
+                        // (coords, column 0) of `t`, all coords in range (remapped), so it is
+                        // inside the storage (checked when the view was created).
+                        let ptr = unsafe { t.storage().as_ptr().add((t.offset() + elem) * es) };
+                        Target::Input {
+                            ptr,
+                            stride: t.strides()[outer] as i64,
+                        }
+                    }
+                    (None, Source::Stage(k)) => Target::Stage {
+                        stage: *k as usize,
+                        row: flat,
+                    },
+                    // `t` is `Some` exactly for input sources.
+                    (None, Source::Input(_)) => Target::Constant,
+                }
+            }
+        }
+    }
+
+    /// Computes rows `r0..r1` of the last stage (and what it needs of earlier stages).
+    fn block(&self, r0: usize, r1: usize, out: OutPtr) -> Result<(), RuntimeError> {
+        let last = self.stages.len() - 1;
+        let mut oc = vec![0usize; self.shape.len() - 1];
+        // Backwards: which rows of each earlier stage this block needs.
+        let mut needed: Vec<Vec<usize>> = vec![Vec::new(); last];
+        for j in (1..=last).rev() {
+            let rows: Vec<usize> = if j == last {
+                (r0..r1).collect()
+            } else {
+                let mut v = std::mem::take(&mut needed[j]);
+                v.sort_unstable();
+                v.dedup();
+                needed[j] = v.clone();
+                v
+            };
+            for &row in &rows {
+                self.decode(row, &mut oc);
+                for slot in &self.stages[j].slots {
+                    if let Target::Stage { stage, row } = self.resolve(&oc, slot) {
+                        needed[stage].push(row);
+                    }
+                }
+            }
+        }
+        if let Some(v) = needed.first_mut() {
+            v.sort_unstable();
+            v.dedup();
+        }
+        // Forwards: earlier stages into scratch, then the output rows.
+        let mut scratch: Vec<Vec<u64>> = Vec::with_capacity(last);
+        let mut ptrs: Vec<*const u8> = Vec::new();
+        let mut strides: Vec<i64> = Vec::new();
+        for (k, rows) in needed.iter().enumerate() {
+            let row_bytes = self.width * self.dtypes[k].size_bytes();
+            let mut buf = vec![0u64; (rows.len() * row_bytes).div_ceil(8)];
+            let base = buf.as_mut_ptr() as *mut u8;
+            for (p, &row) in rows.iter().enumerate() {
+                self.decode(row, &mut oc);
+                // SAFETY: `p < rows.len()`, so the row's bytes `p*row_bytes..(p+1)*row_bytes`
+                // lie inside `buf` (at least `rows.len() * row_bytes` bytes).
+                let dst = unsafe { base.add(p * row_bytes) };
+                self.row(k, &oc, dst, &needed, &scratch, &mut ptrs, &mut strides)?;
+            }
+            scratch.push(buf);
+        }
+        let row_bytes = self.width * self.dtypes[last].size_bytes();
+        for row in r0..r1 {
+            self.decode(row, &mut oc);
+            // SAFETY: `row < rows` (the output's row count), and the output holds `rows * width` elements of the
+            // last stage's dtype, so this row's bytes are inside it; blocks own disjoint rows.
+            let dst = unsafe { out.get().add(row * row_bytes) };
+            self.row(last, &oc, dst, &needed, &scratch, &mut ptrs, &mut strides)?;
+        }
+        Ok(())
+    }
+
+    /// Computes one row of stage `j` at outer coordinates `oc` into `dst` (contiguous).
+    #[allow(clippy::too_many_arguments)]
+    fn row(
+        &self,
+        j: usize,
+        oc: &[usize],
+        dst: *mut u8,
+        needed: &[Vec<usize>],
+        scratch: &[Vec<u64>],
+        ptrs: &mut Vec<*const u8>,
+        strides: &mut Vec<i64>,
+    ) -> Result<(), RuntimeError> {
+        let stage = &self.stages[j];
+        ptrs.clear();
+        strides.clear();
+        for (s, slot) in stage.slots.iter().enumerate() {
+            let (p, st) = match self.resolve(oc, slot) {
+                Target::Input { ptr, stride } => (ptr, stride),
+                Target::Constant => (&self.consts[j][s] as *const u64 as *const u8, 0),
+                Target::InRange(b) => (&IN_RANGE[b as usize] as *const u8, 0),
+                Target::Stage { stage: k, row } => {
+                    let p = needed
+                        .get(k)
+                        .and_then(|rows| rows.binary_search(&row).ok())
+                        .filter(|_| k < scratch.len())
+                        .ok_or_else(|| {
+                            RuntimeError::Shape(format!(
+                                "internal: row {row} of stage {k} was not computed for stage {j}"
+                            ))
+                        })?;
+                    let row_bytes = self.width * self.dtypes[k].size_bytes();
+                    // SAFETY: `p` indexes `needed[k]`, and scratch[k] holds
+                    // `needed[k].len() * row_bytes` bytes, so row `p` is inside it.
+                    let ptr = unsafe { (scratch[k].as_ptr() as *const u8).add(p * row_bytes) };
+                    (ptr, 1)
+                }
+            };
+            ptrs.push(p);
+            strides.push(st);
+        }
+        // SAFETY: `ptrs`/`strides` hold one entry per slot of `stage`, in slot order, as the
+        // row function expects; each pointer is column 0 of a row of `width` elements with
+        // the given stride inside its tensor or scratch buffer (or a stride-0 single
+        // element), all of the dtypes the kernel was compiled for (checked by `validate` and
+        // the engine); `dst` has room for `width` contiguous elements of the stage's dtype;
+        // `width >= 1`. The function's code is alive: the caller holds the kernel.
+        unsafe {
+            (stage.func)(ptrs.as_ptr(), strides.as_ptr(), dst, 1, self.width as i64);
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! The scheduler tested with hand-written row functions, independent of Cranelift.
+
+    use super::*;
+    use kiln_ir::semantics::remap_index;
+
+    /// Row function: `out[x] = rows[0][x] + rows[1][x] + rows[2][x]` (f32, left to right),
+    /// plus `rows[3][0]` as a 0/1 byte when a fourth slot is present (in-range flag).
+    unsafe extern "C" fn sum3(
+        rows: *const *const u8,
+        strides: *const i64,
+        out: *mut u8,
+        out_stride: i64,
+        width: i64,
+    ) {
+        for x in 0..width as isize {
+            let mut acc = 0.0f32;
+            for s in 0..3 {
+                // SAFETY: test row function; the scheduler passes 3 valid row pointers.
+                unsafe {
+                    let p = *rows.add(s) as *const f32;
+                    let st = *strides.add(s) as isize;
+                    acc += *p.offset(x * st);
+                }
+            }
+            // SAFETY: `out` has `width` elements with stride `out_stride`.
+            unsafe { *(out as *mut f32).offset(x * out_stride as isize) = acc };
+        }
+    }
+
+    fn vertical(source: Source, border: Border, rank: usize) -> Vec<RowSlot> {
+        (-1..=1)
+            .map(|o| {
+                let mut off = vec![0i64; rank - 3];
+                off[0] = o * 3;
+                RowSlot {
+                    kind: SlotKind::Row { source, border },
+                    outer_offset: off,
+                }
+            })
+            .collect()
+    }
+
+    /// Reference of `vertical` + `sum3` on a contiguous f32 image `[1, 1, h, w]`.
+    fn reference(x: &[f32], h: usize, w: usize, border: Border) -> Vec<f32> {
+        let mut out = vec![0.0; h * w];
+        for i in 0..h {
+            for j in 0..w {
+                let mut acc = 0.0f32;
+                for o in -1..=1i64 {
+                    acc += match remap_index(i as i64 + 3 * o, h, &border) {
+                        Some(r) => x[r * w + j],
+                        None => match border {
+                            Border::Constant(Scalar::F32(b)) => f32::from_bits(b),
+                            _ => unreachable!(),
+                        },
+                    };
+                }
+                out[i * w + j] = acc;
+            }
+        }
+        out
+    }
+
+    fn data(n: usize) -> Vec<f32> {
+        (0..n).map(|i| ((i * 37) % 101) as f32 * 0.25).collect()
+    }
+
+    #[test]
+    fn one_and_two_stages_match_reference_under_every_border() {
+        for (h, w) in [(1, 1), (1, 7), (9, 1), (40, 13), (5, 3)] {
+            let x = data(h * w);
+            let t = Tensor::from_f32(x.clone(), &[1, 1, h, w]).unwrap();
+            for border in Border::all(Scalar::f32(-2.5)) {
+                let one = [CpuStage {
+                    slots: vertical(Source::Input(0), border, 4),
+                    func: sum3,
+                }];
+                let got =
+                    run(&one, &[DType::F32], std::slice::from_ref(&t), &[1, 1, h, w]).unwrap();
+                let want = reference(&x, h, w, border);
+                let got_v: Vec<u32> = got
+                    .to_scalars()
+                    .iter()
+                    .map(|s| match s {
+                        Scalar::F32(b) => *b,
+                        _ => panic!(),
+                    })
+                    .collect();
+                let want_v: Vec<u32> = want.iter().map(|v| v.to_bits()).collect();
+                assert_eq!(got_v, want_v, "one stage {h}x{w} {border}");
+
+                let two = [
+                    CpuStage {
+                        slots: vertical(Source::Input(0), border, 4),
+                        func: sum3,
+                    },
+                    CpuStage {
+                        slots: vertical(Source::Stage(0), border, 4),
+                        func: sum3,
+                    },
+                ];
+                let got = run(
+                    &two,
+                    &[DType::F32, DType::F32],
+                    std::slice::from_ref(&t),
+                    &[1, 1, h, w],
+                )
+                .unwrap();
+                let want2 = reference(&want, h, w, border);
+                let got_v: Vec<u32> = got
+                    .to_scalars()
+                    .iter()
+                    .map(|s| match s {
+                        Scalar::F32(b) => *b,
+                        _ => panic!(),
+                    })
+                    .collect();
+                let want_v: Vec<u32> = want2.iter().map(|v| v.to_bits()).collect();
+                assert_eq!(got_v, want_v, "two stages {h}x{w} {border}");
+            }
+        }
+    }
+
+    #[test]
+    fn transposed_input_rows_use_strides() {
+        let (h, w) = (6, 5);
+        let x = data(h * w);
+        let t = Tensor::from_f32(x.clone(), &[1, 1, h, w]).unwrap();
+        let tt = t.with_memory_order(&[0, 1, 3, 2]).unwrap();
+        assert_ne!(tt.strides()[3], 1);
+        let one = [CpuStage {
+            slots: vertical(Source::Input(0), Border::Wrap, 4),
+            func: sum3,
+        }];
+        let a = run(&one, &[DType::F32], &[t], &[1, 1, h, w]).unwrap();
+        let b = run(&one, &[DType::F32], &[tt], &[1, 1, h, w]).unwrap();
+        assert_eq!(crate::tensor::first_difference(&a, &b), None);
+    }
+
+    #[test]
+    fn bad_slots_are_errors() {
+        let t = Tensor::from_f32(data(4), &[1, 1, 2, 2]).unwrap();
+        let wrong_stage = [CpuStage {
+            slots: vertical(Source::Stage(0), Border::Wrap, 4),
+            func: sum3,
+        }];
+        assert!(run(
+            &wrong_stage,
+            &[DType::F32],
+            std::slice::from_ref(&t),
+            &[1, 1, 2, 2]
+        )
+        .is_err());
+        let wrong_input = [CpuStage {
+            slots: vertical(Source::Input(3), Border::Wrap, 4),
+            func: sum3,
+        }];
+        assert!(run(
+            &wrong_input,
+            &[DType::F32],
+            std::slice::from_ref(&t),
+            &[1, 1, 2, 2]
+        )
+        .is_err());
+        let wrong_shape = [CpuStage {
+            slots: vertical(Source::Input(0), Border::Wrap, 4),
+            func: sum3,
+        }];
+        assert!(run(&wrong_shape, &[DType::F32], &[t], &[1, 1, 2, 3]).is_err());
+    }
+}

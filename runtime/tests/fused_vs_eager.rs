@@ -1,0 +1,582 @@
+//! The fused engine against the eager oracle, bit for bit, on hand-built graphs: networks,
+//! windows under every border, multi-stage kernels, 3-D stencils, scans and reductions along
+//! every axis, pointwise chains with casts; over degenerate and odd shapes, windows bigger
+//! than the image, strided inputs, and data full of NaN payloads, infinities, signed zeros,
+//! subnormals and ties.
+
+use kiln_codegen::kernel::KernelBody;
+use kiln_codegen::{CompileOptions, Fault};
+use kiln_ir::{
+    BinaryOp, Border, DType, Footprint, Graph, GraphBuilder, NodeId, ReduceOp, Scalar, UnaryOp,
+};
+use kiln_runtime::eager;
+use kiln_runtime::fused::Engine;
+use kiln_runtime::tensor::first_difference;
+use kiln_runtime::{Storage, Tensor};
+
+/// Special f32 values every input mixes in.
+const SPECIAL_F32: [u32; 12] = [
+    0x7fc0_0000, // canonical NaN
+    0x7fc0_1234, // quiet NaN with payload
+    0xffc0_0001, // negative NaN with payload
+    0x7f80_0001, // signalling NaN
+    0x7f80_0000, // +Inf
+    0xff80_0000, // -Inf
+    0x0000_0000, // +0
+    0x8000_0000, // -0
+    0x0000_0001, // smallest subnormal
+    0x8040_0000, // negative subnormal
+    0x3f80_0000, // 1.0 (ties)
+    0x3f80_0000,
+];
+
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self
+            .0
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        self.0 >> 33
+    }
+}
+
+/// Deterministic test data of `dtype`: small integers (many ties), random values and the
+/// special values above.
+fn data(dtype: DType, shape: &[usize], seed: u64, specials: bool) -> Tensor {
+    let n: usize = shape.iter().product();
+    let mut r = Rng(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1);
+    let storage = match dtype {
+        DType::F32 => Storage::F32(
+            (0..n)
+                .map(|_| {
+                    let k = r.next();
+                    match k % 8 {
+                        0 if specials => f32::from_bits(SPECIAL_F32[(k / 8) as usize % 12]),
+                        1 | 2 => ((k / 8) % 5) as f32 - 2.0,
+                        _ => (k % 20011) as f32 * 0.013 - 100.0,
+                    }
+                })
+                .collect(),
+        ),
+        DType::F64 => Storage::F64(
+            (0..n)
+                .map(|_| {
+                    let k = r.next();
+                    match k % 8 {
+                        0 if specials => {
+                            let s = f32::from_bits(SPECIAL_F32[(k / 8) as usize % 12]);
+                            if s.is_nan() {
+                                f64::from_bits(0x7ff8_0000_0000_0000 | (k & 0xffff))
+                            } else {
+                                s as f64
+                            }
+                        }
+                        1 | 2 => ((k / 8) % 5) as f64 - 2.0,
+                        _ => (k % 20011) as f64 * 0.0131 - 100.0,
+                    }
+                })
+                .collect(),
+        ),
+        DType::U8 => Storage::U8((0..n).map(|_| (r.next() % 256) as u8).collect()),
+        DType::Bool => Storage::Bool((0..n).map(|_| r.next().is_multiple_of(3) as u8).collect()),
+    };
+    Tensor::from_storage(storage, shape).unwrap()
+}
+
+/// Memory layouts for an input of rank `rank`: contiguous, last two axes swapped, channels
+/// last.
+fn layouts(rank: usize) -> Vec<Vec<usize>> {
+    let id: Vec<usize> = (0..rank).collect();
+    let mut t = id.clone();
+    t.swap(rank - 1, rank - 2);
+    let mut cl = vec![0];
+    cl.extend(2..rank);
+    cl.push(1);
+    vec![id, t, cl]
+}
+
+/// Runs `graph` eagerly and fused on inputs made for it (every layout), asserts equal bits.
+fn check(engine: &Engine, graph: &Graph, what: &str) {
+    let rank = graph.inputs[0].shape.len();
+    for (li, layout) in layouts(rank).iter().enumerate() {
+        let inputs: Vec<Tensor> = graph
+            .inputs
+            .iter()
+            .enumerate()
+            .map(|(i, ty)| {
+                data(ty.dtype, &ty.shape, 7 + i as u64 * 31 + li as u64, true)
+                    .with_memory_order(layout)
+                    .unwrap()
+            })
+            .collect();
+        let want = eager::run(graph, &inputs).unwrap();
+        let got = engine
+            .run(graph, &inputs)
+            .unwrap_or_else(|e| panic!("{what}: fused run failed: {e}"));
+        assert_eq!(want.len(), got.len());
+        for (k, (w, g)) in want.iter().zip(&got).enumerate() {
+            assert!(g.is_contiguous(), "{what}: output {k} not contiguous");
+            if let Some(d) = first_difference(w, g) {
+                panic!(
+                    "{what}: output {k}, layout {layout:?}, shape {:?}: eager vs fused differ at {d}",
+                    graph.inputs[0].shape
+                );
+            }
+        }
+    }
+}
+
+const SHAPES_2D: [[usize; 4]; 7] = [
+    [1, 1, 1, 1],
+    [1, 1, 1, 9],
+    [1, 1, 9, 1],
+    [1, 1, 2, 3],
+    [2, 3, 7, 5],
+    [1, 1, 17, 33],
+    [1, 2, 40, 21],
+];
+
+fn cval_of(dtype: DType) -> Scalar {
+    match dtype {
+        DType::F32 => Scalar::f32(-0.0),
+        DType::F64 => Scalar::f64(f64::from_bits(0x7ff8_0000_0000_0042)),
+        DType::U8 => Scalar::U8(17),
+        DType::Bool => Scalar::Bool(true),
+    }
+}
+
+/// Odd-even transposition sort network on `n` wires (n rounds): a valid sorting network.
+fn sort_pairs(n: u32) -> Vec<(u32, u32)> {
+    let mut p = Vec::new();
+    for round in 0..n {
+        let mut i = round % 2;
+        while i + 1 < n {
+            p.push((i, i + 1));
+            i += 2;
+        }
+    }
+    p
+}
+
+/// kornia-style median 3x3: nine gathers under a border, a sorting network's middle wire,
+/// NaN where any tap is NaN.
+fn median3(dtype: DType, shape: &[usize], border: Border) -> Graph {
+    let mut b = GraphBuilder::new();
+    let x = b.input(dtype, shape).unwrap();
+    let mut taps = Vec::new();
+    for dy in -1..=1 {
+        for dx in -1..=1 {
+            taps.push(b.gather(x, &[dy, dx], border).unwrap());
+        }
+    }
+    let med = b.network(&taps, 9, &sort_pairs(9), 4).unwrap();
+    if !dtype.is_float() {
+        return b.finish(&[med]).unwrap();
+    }
+    let nans: Vec<NodeId> = taps
+        .iter()
+        .map(|&t| b.unary(UnaryOp::IsNan, t).unwrap())
+        .collect();
+    let mut any = nans[0];
+    for &n in &nans[1..] {
+        any = b.binary(BinaryOp::Or, any, n).unwrap();
+    }
+    let nan = b
+        .constant_like(Scalar::from_f64(dtype, f64::NAN), x)
+        .unwrap();
+    let out = b.select(any, nan, med).unwrap();
+    b.finish(&[out]).unwrap()
+}
+
+#[test]
+fn median_network_with_nan_mask() {
+    let engine = Engine::new();
+    for shape in SHAPES_2D {
+        for dtype in [DType::F32, DType::F64, DType::U8] {
+            for border in Border::all(cval_of(dtype)) {
+                let g = median3(dtype, &shape, border);
+                check(&engine, &g, &format!("median {dtype} {border}"));
+            }
+        }
+    }
+}
+
+#[test]
+fn network_with_extra_wires_and_two_outputs() {
+    let engine = Engine::new();
+    for dtype in [DType::F32, DType::U8, DType::Bool] {
+        let mut b = GraphBuilder::new();
+        let x = b.input(dtype, &[1, 1, 6, 7]).unwrap();
+        let y = b.gather(x, &[0, 1], Border::Wrap).unwrap();
+        let z = b.gather(x, &[1, -1], Border::Mirror).unwrap();
+        let pairs = [(0, 3), (1, 2), (0, 1), (2, 3), (1, 2)];
+        let lo = b.network(&[x, y, z], 4, &pairs, 0).unwrap();
+        let hi = b.network(&[x, y, z], 4, &pairs, 3).unwrap();
+        let mid = b.network(&[x, y, z], 4, &pairs, 2).unwrap();
+        let g = b.finish(&[lo, hi, mid, x]).unwrap();
+        check(&engine, &g, &format!("network {dtype}"));
+    }
+}
+
+fn window(dtype: DType, shape: &[usize], op: ReduceOp, fp: &Footprint, border: Border) -> Graph {
+    let mut b = GraphBuilder::new();
+    let x = b.input(dtype, shape).unwrap();
+    let w = b.window_reduce(x, op, fp, border).unwrap();
+    b.finish(&[w]).unwrap()
+}
+
+#[test]
+fn windows_under_every_border() {
+    let engine = Engine::new();
+    let fps = [
+        Footprint::scipy_box(&[3, 3], &[0, 0]),
+        Footprint::scipy_box(&[2, 5], &[0, 1]),
+        Footprint::scipy_masked(
+            &[3, 3],
+            &[false, true, false, true, true, true, false, true, false],
+            &[0, 0],
+        ),
+        // bigger than most test images
+        Footprint::scipy_box(&[7, 9], &[0, 0]),
+    ];
+    for shape in SHAPES_2D {
+        for fp in &fps {
+            for (dtype, ops) in [
+                (
+                    DType::F32,
+                    &[ReduceOp::Min, ReduceOp::Max, ReduceOp::Sum][..],
+                ),
+                (DType::F64, &[ReduceOp::Sum, ReduceOp::Max][..]),
+                (DType::U8, &[ReduceOp::Sum, ReduceOp::Min][..]),
+                (DType::Bool, &[ReduceOp::Any, ReduceOp::All][..]),
+            ] {
+                for &op in ops {
+                    for border in Border::all(cval_of(dtype)) {
+                        let g = window(dtype, &shape, op, fp, border);
+                        check(
+                            &engine,
+                            &g,
+                            &format!("window {dtype} {op:?} {border} {fp:?}"),
+                        );
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn grey_opening_is_two_stages() {
+    let engine = Engine::new();
+    let fp = Footprint::scipy_box(&[3, 5], &[0, 0]);
+    for shape in SHAPES_2D {
+        for dtype in [DType::F32, DType::U8] {
+            for border in Border::all(cval_of(dtype)) {
+                let mut b = GraphBuilder::new();
+                let x = b.input(dtype, &shape).unwrap();
+                let e = b.window_reduce(x, ReduceOp::Min, &fp, border).unwrap();
+                let d = b.window_reduce(e, ReduceOp::Max, &fp, border).unwrap();
+                let g = b.finish(&[d]).unwrap();
+                check(&engine, &g, &format!("opening {dtype} {border}"));
+                let compiled = engine.compile(&g).unwrap();
+                assert_eq!(compiled.kernel_count(), 1, "opening is one kernel");
+                match &compiled.kernels[0].kernel.body {
+                    KernelBody::Stencil { stages } => assert_eq!(stages.len(), 2),
+                    other => panic!("{other:?}"),
+                }
+                // three stages: top-hat style x - opening, with a gather of the opening
+                let mut b = GraphBuilder::new();
+                let x = b.input(dtype, &shape).unwrap();
+                let e = b.window_reduce(x, ReduceOp::Min, &fp, border).unwrap();
+                let d = b.window_reduce(e, ReduceOp::Max, &fp, border).unwrap();
+                let s = b.gather(d, &[-2, 3], Border::Wrap).unwrap();
+                let t = b.binary(BinaryOp::Max, s, x).unwrap();
+                let g = b.finish(&[t]).unwrap();
+                check(&engine, &g, &format!("opening+gather {dtype} {border}"));
+            }
+        }
+    }
+}
+
+#[test]
+fn shifted_pointwise_trees_under_constant_borders() {
+    let engine = Engine::new();
+    for shape in SHAPES_2D {
+        for border in Border::all(Scalar::f32(3.5)) {
+            let mut b = GraphBuilder::new();
+            let x = b.input(DType::F32, &shape).unwrap();
+            let y = b.input(DType::F32, &shape).unwrap();
+            let two = b.constant_like(Scalar::f32(2.0), x).unwrap();
+            let m = b.binary(BinaryOp::Mul, x, two).unwrap();
+            let a = b.binary(BinaryOp::Sub, m, y).unwrap();
+            let s = b.unary(UnaryOp::Abs, a).unwrap();
+            let g1 = b.gather(s, &[1, -2], border).unwrap();
+            let g2 = b.gather(s, &[-1, 0], border).unwrap();
+            let c = b
+                .gather(two, &[0, 5], Border::Constant(Scalar::f32(-1.0)))
+                .unwrap();
+            let p = b.binary(BinaryOp::Add, g1, g2).unwrap();
+            let q = b.binary(BinaryOp::Mul, p, c).unwrap();
+            let w = b
+                .window_reduce(
+                    s,
+                    ReduceOp::Sum,
+                    &Footprint::scipy_box(&[3, 3], &[0, 0]),
+                    border,
+                )
+                .unwrap();
+            let out = b.binary(BinaryOp::Add, q, w).unwrap();
+            let g = b.finish(&[out]).unwrap();
+            check(&engine, &g, &format!("shifted tree {border}"));
+        }
+    }
+}
+
+#[test]
+fn three_d_stencils() {
+    let engine = Engine::new();
+    for shape in [
+        [1, 1, 1, 1, 1],
+        [1, 1, 3, 1, 4],
+        [1, 2, 5, 6, 7],
+        [2, 1, 4, 9, 3],
+    ] {
+        for border in Border::all(Scalar::f32(0.25)) {
+            let fp = Footprint::scipy_box(&[3, 3, 3], &[0, 0, 0]);
+            let mut b = GraphBuilder::new();
+            let x = b.input(DType::F32, &shape).unwrap();
+            let e = b.window_reduce(x, ReduceOp::Min, &fp, border).unwrap();
+            let d = b.window_reduce(e, ReduceOp::Max, &fp, border).unwrap();
+            let s = b.window_reduce(x, ReduceOp::Sum, &fp, border).unwrap();
+            let g = b.gather(x, &[2, -1, 1], border).unwrap();
+            let o = b.binary(BinaryOp::Add, s, g).unwrap();
+            let graph = b.finish(&[d, o]).unwrap();
+            check(&engine, &graph, &format!("3-D {border} {shape:?}"));
+        }
+    }
+    // 1-D spatial: rows are (b, c) only.
+    for border in Border::all(Scalar::U8(9)) {
+        let mut b = GraphBuilder::new();
+        let x = b.input(DType::U8, &[2, 3, 11]).unwrap();
+        let w = b
+            .window_reduce(x, ReduceOp::Sum, &Footprint::scipy_box(&[5], &[1]), border)
+            .unwrap();
+        let e = b
+            .window_reduce(w, ReduceOp::Max, &Footprint::scipy_box(&[3], &[0]), border)
+            .unwrap();
+        let graph = b.finish(&[e]).unwrap();
+        check(&engine, &graph, &format!("1-D {border}"));
+    }
+}
+
+#[test]
+fn scans_and_reductions_along_every_axis() {
+    let engine = Engine::new();
+    for shape in [
+        [1usize, 1, 1, 1],
+        [2, 3, 4, 5],
+        [1, 1, 1, 300],
+        [1, 1, 300, 1],
+        [3, 2, 9, 17],
+    ] {
+        for axis in 0..4 {
+            for (dtype, ops) in [
+                (
+                    DType::F32,
+                    &[ReduceOp::Sum, ReduceOp::Min, ReduceOp::Max][..],
+                ),
+                (DType::F64, &[ReduceOp::Sum][..]),
+                (DType::U8, &[ReduceOp::Sum, ReduceOp::Max][..]),
+                (DType::Bool, &[ReduceOp::Any, ReduceOp::All][..]),
+            ] {
+                for &op in ops {
+                    let mut b = GraphBuilder::new();
+                    let x = b.input(dtype, &shape).unwrap();
+                    let s = b.scan(x, axis, op).unwrap();
+                    let r = b.axis_reduce(x, axis, op).unwrap();
+                    let g = b.finish(&[s, r]).unwrap();
+                    check(
+                        &engine,
+                        &g,
+                        &format!("scan/reduce {dtype} {op:?} axis {axis}"),
+                    );
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn pointwise_chains_with_casts_and_mixed_groups() {
+    let engine = Engine::new();
+    for shape in SHAPES_2D {
+        let mut b = GraphBuilder::new();
+        let x = b.input(DType::F32, &shape).unwrap();
+        let u = b.input(DType::U8, &shape).unwrap();
+        let xs = b.unary(UnaryOp::Sqrt, x).unwrap();
+        let xn = b.unary(UnaryOp::Neg, xs).unwrap();
+        let xd = b.cast(xn, DType::F64).unwrap();
+        let uf = b.cast(u, DType::F64).unwrap();
+        let q = b.binary(BinaryOp::Div, xd, uf).unwrap();
+        let qf = b.cast(q, DType::F32).unwrap();
+        let qu = b.cast(qf, DType::U8).unwrap();
+        let w = b.binary(BinaryOp::Mul, qu, u).unwrap();
+        let wd = b.binary(BinaryOp::Div, u, qu).unwrap();
+        let lt = b.binary(BinaryOp::Lt, w, wd).unwrap();
+        let fin = b.unary(UnaryOp::IsFinite, x).unwrap();
+        let both = b.binary(BinaryOp::And, lt, fin).unwrap();
+        let nb = b.unary(UnaryOp::Not, both).unwrap();
+        let sel = b.select(nb, qf, x).unwrap();
+        let bf = b.cast(both, DType::F32).unwrap();
+        let mn = b.binary(BinaryOp::Min, sel, bf).unwrap();
+        // a stencil over a scan output, and a scan over a stencil output
+        let sc = b.scan(mn, 3, ReduceOp::Sum).unwrap();
+        let gs = b.gather(sc, &[1, 1], Border::Reflect).unwrap();
+        let mx = b.binary(BinaryOp::Max, gs, mn).unwrap();
+        let red = b.axis_reduce(mx, 2, ReduceOp::Min).unwrap();
+        let g = b.finish(&[mx, red, u, nb]).unwrap();
+        check(&engine, &g, &format!("pointwise chain {shape:?}"));
+    }
+}
+
+#[test]
+fn dedicated_thread_pools_give_the_same_bits() {
+    let g = median3(DType::F32, &[1, 3, 61, 37], Border::Reflect);
+    for threads in [1, 3] {
+        let engine = Engine::new().with_threads(threads);
+        check(&engine, &g, &format!("{threads} threads"));
+    }
+}
+
+#[test]
+fn kernel_cache_hits_on_a_second_shape() {
+    let engine = Engine::new();
+    let fp = Footprint::scipy_box(&[3, 3], &[0, 0]);
+    let opening = |shape: &[usize]| {
+        let mut b = GraphBuilder::new();
+        let x = b.input(DType::F32, shape).unwrap();
+        let e = b
+            .window_reduce(x, ReduceOp::Min, &fp, Border::Nearest)
+            .unwrap();
+        let d = b
+            .window_reduce(e, ReduceOp::Max, &fp, Border::Nearest)
+            .unwrap();
+        let s = b.scan(d, 2, ReduceOp::Sum).unwrap();
+        b.finish(&[s]).unwrap()
+    };
+    let first = engine.compile(&opening(&[1, 1, 10, 12])).unwrap();
+    let after_first = engine.stats();
+    assert_eq!(after_first.kernels_compiled, first.kernel_count());
+    assert_eq!(after_first.cache_hits, 0);
+    assert!(first.kernel_count() >= 2);
+    let second = engine.compile(&opening(&[2, 1, 31, 7])).unwrap();
+    let after_second = engine.stats();
+    assert_eq!(after_second.kernels_compiled, after_first.kernels_compiled);
+    assert_eq!(after_second.cache_hits, second.kernel_count());
+    for (a, b) in first.kernels.iter().zip(&second.kernels) {
+        assert!(std::sync::Arc::ptr_eq(a, b));
+    }
+    // And the shared kernels compute the right thing at both shapes.
+    check(&engine, &opening(&[2, 1, 31, 7]), "cached opening");
+    // Different options are a different cache entry.
+    let other = Engine::with_options(CompileOptions {
+        fault: Some(Fault::DropNanMask),
+    });
+    other.compile(&opening(&[1, 1, 4, 4])).unwrap();
+    assert_eq!(other.stats().cache_hits, 0);
+}
+
+#[test]
+fn bad_inputs_are_errors() {
+    let engine = Engine::new();
+    let g = median3(DType::F32, &[1, 1, 4, 4], Border::Nearest);
+    assert!(engine.run(&g, &[]).is_err());
+    let wrong = data(DType::F32, &[1, 1, 4, 5], 1, false);
+    assert!(engine.run(&g, &[wrong]).is_err());
+    let wrong = data(DType::U8, &[1, 1, 4, 4], 1, false);
+    assert!(engine.run(&g, &[wrong]).is_err());
+    let compiled = engine.compile(&g).unwrap();
+    assert!(compiled.run(&engine, &[]).is_err());
+}
+
+#[test]
+fn offset_views_and_broadcast_strides() {
+    let engine = Engine::new();
+    let g = median3(DType::F32, &[1, 1, 5, 6], Border::Mirror);
+    // A view into the middle of a larger storage.
+    let big = data(DType::F32, &[1, 1, 9, 10], 3, true);
+    let view =
+        Tensor::from_parts(big.storage().clone(), &[1, 1, 5, 6], &[90, 90, 10, 1], 22).unwrap();
+    let want = eager::run(&g, std::slice::from_ref(&view)).unwrap();
+    let got = engine.run(&g, std::slice::from_ref(&view)).unwrap();
+    assert_eq!(first_difference(&want[0], &got[0]), None);
+    // Stride-0 rows (a broadcast view).
+    let bc = Tensor::from_parts(big.storage().clone(), &[1, 1, 5, 6], &[0, 0, 0, 1], 4).unwrap();
+    let want = eager::run(&g, std::slice::from_ref(&bc)).unwrap();
+    let got = engine.run(&g, std::slice::from_ref(&bc)).unwrap();
+    assert_eq!(first_difference(&want[0], &got[0]), None);
+}
+
+/// True when some output of the fused run differs from eager on one contiguous input set.
+fn differs(engine: &Engine, graph: &Graph) -> bool {
+    let inputs: Vec<Tensor> = graph
+        .inputs
+        .iter()
+        .map(|ty| data(ty.dtype, &ty.shape, 5, true))
+        .collect();
+    let want = eager::run(graph, &inputs).unwrap();
+    let got = engine.run(graph, &inputs).unwrap();
+    want.iter()
+        .zip(&got)
+        .any(|(w, g)| first_difference(w, g).is_some())
+}
+
+#[test]
+fn the_comparison_catches_planted_faults() {
+    let g = median3(DType::F32, &[1, 1, 17, 33], Border::Reflect);
+    let w = window(
+        DType::F32,
+        &[1, 1, 17, 33],
+        ReduceOp::Max,
+        &Footprint::scipy_box(&[3, 3], &[0, 0]),
+        Border::Wrap,
+    );
+    // Both outputs of one comparator, told apart (a sorting network's middle wire would
+    // hide a swapped first comparator: it sorts any permutation of its inputs).
+    let mut b = GraphBuilder::new();
+    let x = b.input(DType::F32, &[1, 1, 17, 33]).unwrap();
+    let y = b.gather(x, &[0, 1], Border::Nearest).unwrap();
+    let lo = b.network(&[x, y], 2, &[(0, 1)], 0).unwrap();
+    let hi = b.network(&[x, y], 2, &[(0, 1)], 1).unwrap();
+    let d = b.binary(BinaryOp::Sub, hi, lo).unwrap();
+    let n = b.finish(&[d]).unwrap();
+    assert!(!differs(&Engine::new(), &g));
+    assert!(!differs(&Engine::new(), &w));
+    assert!(!differs(&Engine::new(), &n));
+    for (fault, graph) in [
+        (Fault::WrongBorderRightEdge, &w),
+        (Fault::DropNanMask, &w),
+        (Fault::SwapComparator, &n),
+    ] {
+        let engine = Engine::with_options(CompileOptions { fault: Some(fault) });
+        assert!(differs(&engine, graph), "{fault:?} went unnoticed");
+    }
+}
+
+#[test]
+fn unusual_outputs_and_unused_inputs() {
+    let engine = Engine::new();
+    for shape in [[1usize, 1, 1, 1], [1, 2, 5, 4]] {
+        let mut b = GraphBuilder::new();
+        let x = b.input(DType::F32, &shape).unwrap();
+        let _unused = b.input(DType::U8, &shape).unwrap();
+        let k = b.constant_like(Scalar::f32(-0.0), x).unwrap();
+        let p = b.binary(BinaryOp::Add, x, k).unwrap();
+        let g1 = b.gather(p, &[1, 1], Border::Wrap).unwrap();
+        let q = b.binary(BinaryOp::Mul, g1, p).unwrap();
+        let g = b.finish(&[q, k, p, q, x]).unwrap();
+        check(&engine, &g, &format!("unusual outputs {shape:?}"));
+    }
+}

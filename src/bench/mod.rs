@@ -1,0 +1,616 @@
+//! The benchmark harness behind `kiln bench`, `benches/` and `benches/peers/compare.py`:
+//! the workloads of the performance issue, their deterministic inputs, timing statistics,
+//! peak-memory measurement and the memory-copy floor.
+//!
+//! Inputs come from [`hash32`], an integer hash of the flat element index that numpy can
+//! evaluate exactly (`benches/peers/compare.py` has the same formula), so kiln and its peers
+//! time the same data without exchanging files.
+
+pub mod data;
+pub mod json;
+pub mod mem;
+pub mod stats;
+
+use std::time::Instant;
+
+use kiln_ir::{DType, TensorType};
+use rayon::prelude::*;
+
+use crate::{Engine, Tensor};
+
+pub use data::{checksum, generate, hash32};
+pub use stats::Stats;
+
+/// One benchmark case: an operator with parameters on a generated input.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Workload {
+    /// Stable identifier shared with `compare.py` (e.g. `median3_2048`).
+    pub name: String,
+    /// Operator name for [`kiln_ops::build_op`].
+    pub op: String,
+    /// Operator parameters `(name, value)`.
+    pub params: Vec<(String, String)>,
+    /// Input element type.
+    pub dtype: DType,
+    /// Input shape `[B, C, H, W]`.
+    pub shape: Vec<usize>,
+    /// Seed of the generated input.
+    pub seed: u32,
+}
+
+impl Workload {
+    fn new(
+        name: &str,
+        op: &str,
+        params: &[(&str, &str)],
+        dtype: DType,
+        shape: &[usize],
+        seed: u32,
+    ) -> Self {
+        Workload {
+            name: name.into(),
+            op: op.into(),
+            params: params
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+            dtype,
+            shape: shape.to_vec(),
+            seed,
+        }
+    }
+
+    /// The same workload with the last two (spatial) dimensions set to `side x side`.
+    pub fn with_side(&self, side: usize) -> Workload {
+        let mut w = self.clone();
+        let n = w.shape.len();
+        w.shape[n - 2] = side;
+        w.shape[n - 1] = side;
+        w
+    }
+
+    /// Number of input elements.
+    pub fn numel(&self) -> usize {
+        self.shape.iter().product()
+    }
+
+    /// The input's tensor type.
+    pub fn tensor_type(&self) -> TensorType {
+        TensorType {
+            dtype: self.dtype,
+            shape: self.shape.clone(),
+        }
+    }
+
+    /// Parameters formatted as `k=v k=v`.
+    pub fn params_text(&self) -> String {
+        self.params
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect::<Vec<_>>()
+            .join(" ")
+    }
+}
+
+/// The workloads of the performance issue, in its table's order.
+pub fn workloads() -> Vec<Workload> {
+    use DType::{Bool, F32};
+    let img = [1, 1, 2048, 2048];
+    vec![
+        Workload::new("median3_2048", "median_blur", &[("k", "3")], F32, &img, 1),
+        Workload::new("median5_2048", "median_blur", &[("k", "5")], F32, &img, 2),
+        Workload::new(
+            "median3_8x3x256",
+            "median_blur",
+            &[("k", "3")],
+            F32,
+            &[8, 3, 256, 256],
+            3,
+        ),
+        Workload::new(
+            "erosion15_2048",
+            "grey_erosion",
+            &[("size", "15")],
+            F32,
+            &img,
+            4,
+        ),
+        Workload::new(
+            "opening3_2048",
+            "grey_opening",
+            &[("size", "3")],
+            F32,
+            &img,
+            5,
+        ),
+        Workload::new(
+            "opening15_2048",
+            "grey_opening",
+            &[("size", "15")],
+            F32,
+            &img,
+            6,
+        ),
+        Workload::new("binary_erosion3_2048", "binary_erosion", &[], Bool, &img, 7),
+        Workload::new(
+            "gradmag_1000x128x28",
+            "gradient_magnitude",
+            &[],
+            F32,
+            &[1000, 128, 28, 28],
+            8,
+        ),
+    ]
+}
+
+/// What happened to one (workload, thread count) case.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Status {
+    /// Timed.
+    Ok,
+    /// Not run (e.g. the operator does not exist); the reason.
+    Skipped(String),
+    /// Failed while compiling or running; the error.
+    Error(String),
+}
+
+/// One row of results: a workload at one thread count.
+#[derive(Clone, Debug)]
+pub struct BenchRow {
+    /// The workload.
+    pub workload: Workload,
+    /// Worker threads of the engine and of the copy floor.
+    pub threads: usize,
+    /// Outcome.
+    pub status: Status,
+    /// Kernels after fusion.
+    pub kernels: usize,
+    /// Compile time of the fused graph in milliseconds (a fresh engine: no cache hits).
+    pub compile_ms: f64,
+    /// Timings of the fused run in milliseconds.
+    pub time: Stats,
+    /// Timings of the copy floor (fresh destination, as the engine returns a fresh output).
+    pub floor: Stats,
+    /// Timings of the copy floor into a destination allocated once (no page faults).
+    pub floor_warm: Stats,
+    /// Input bytes.
+    pub in_bytes: usize,
+    /// Output bytes (all outputs).
+    pub out_bytes: usize,
+    /// Peak resident memory above the level before the first run (bytes), when measurable.
+    pub peak_extra_bytes: Option<u64>,
+    /// [`checksum`] of the input.
+    pub input_checksum: u64,
+    /// [`checksum`] of the first output.
+    pub output_checksum: u64,
+    /// Output shape.
+    pub out_shape: Vec<usize>,
+}
+
+impl BenchRow {
+    fn empty(w: &Workload, threads: usize, status: Status) -> BenchRow {
+        BenchRow {
+            workload: w.clone(),
+            threads,
+            status,
+            kernels: 0,
+            compile_ms: f64::NAN,
+            time: Stats::default(),
+            floor: Stats::default(),
+            floor_warm: Stats::default(),
+            in_bytes: w.numel() * w.dtype.size_bytes(),
+            out_bytes: 0,
+            peak_extra_bytes: None,
+            input_checksum: 0,
+            output_checksum: 0,
+            out_shape: Vec::new(),
+        }
+    }
+
+    /// Median fused time over median copy-floor time.
+    pub fn floor_ratio(&self) -> f64 {
+        self.time.median / self.floor.median
+    }
+}
+
+/// Options of a benchmark run.
+#[derive(Clone, Debug)]
+pub struct BenchOptions {
+    /// Keep repeating a timed call until at least this many seconds have passed.
+    pub min_time: f64,
+    /// At least this many timed calls.
+    pub min_reps: usize,
+    /// At most this many timed calls.
+    pub max_reps: usize,
+}
+
+impl Default for BenchOptions {
+    fn default() -> Self {
+        BenchOptions {
+            min_time: 0.5,
+            min_reps: 5,
+            max_reps: 10_000,
+        }
+    }
+}
+
+/// Times `f`: one warm-up call, then calls until `min_time` seconds and `min_reps` calls
+/// have passed (at most `max_reps`). Returns the statistics in milliseconds.
+pub fn time_it<E>(opts: &BenchOptions, mut f: impl FnMut() -> Result<(), E>) -> Result<Stats, E> {
+    f()?;
+    let mut samples = Vec::new();
+    let start = Instant::now();
+    while samples.len() < opts.max_reps.max(1)
+        && (samples.len() < opts.min_reps || start.elapsed().as_secs_f64() < opts.min_time)
+    {
+        let t = Instant::now();
+        f()?;
+        samples.push(t.elapsed().as_secs_f64() * 1e3);
+    }
+    Ok(Stats::from_samples(&samples))
+}
+
+/// Copies `src` into `dst` in `threads` (or more) contiguous chunks on `pool`, so that every
+/// thread streams its own part. Lengths may differ: `dst` is filled by repeating `src`.
+pub fn parallel_copy(pool: &rayon::ThreadPool, src: &[u8], dst: &mut [u8]) {
+    if src.is_empty() {
+        return;
+    }
+    let chunk = (dst.len() / (pool.current_num_threads() * 4)).max(1 << 16);
+    pool.install(|| {
+        dst.par_chunks_mut(chunk).enumerate().for_each(|(i, d)| {
+            let mut pos = (i * chunk) % src.len();
+            let mut d = d;
+            while !d.is_empty() {
+                let n = d.len().min(src.len() - pos);
+                d[..n].copy_from_slice(&src[pos..pos + n]);
+                d = &mut d[n..];
+                pos = 0;
+            }
+        });
+    });
+}
+
+/// The memory-copy floor: times copying `in_bytes` into a fresh `out_bytes` buffer (first
+/// result) and into a buffer allocated once (second result), on `threads` threads.
+pub fn copy_floor(
+    in_bytes: usize,
+    out_bytes: usize,
+    threads: usize,
+    opts: &BenchOptions,
+) -> (Stats, Stats) {
+    let pool = match rayon::ThreadPoolBuilder::new().num_threads(threads).build() {
+        Ok(p) => p,
+        Err(_) => return (Stats::default(), Stats::default()),
+    };
+    let src: Vec<u8> = (0..in_bytes.max(1)).map(|i| (i % 251) as u8 + 1).collect();
+    let fresh = time_it::<()>(opts, || {
+        let mut dst = vec![0u8; out_bytes];
+        parallel_copy(&pool, &src, &mut dst);
+        std::hint::black_box(&dst);
+        Ok(())
+    })
+    .unwrap_or_default();
+    let mut dst = vec![0u8; out_bytes];
+    let warm = time_it::<()>(opts, || {
+        parallel_copy(&pool, &src, &mut dst);
+        std::hint::black_box(&dst);
+        Ok(())
+    })
+    .unwrap_or_default();
+    (fresh, warm)
+}
+
+/// Runs one workload at one thread count: generate, compile (fresh engine), measure peak
+/// memory of the first run, time the fused run and the copy floor. Errors become rows.
+/// Returns the row and the outputs of the last run (for `--dump-outputs`).
+pub fn run_workload(w: &Workload, threads: usize, opts: &BenchOptions) -> (BenchRow, Vec<Tensor>) {
+    let graph = match kiln_ops::build_op(&w.op, &w.params, &w.tensor_type()) {
+        Ok(g) => g,
+        Err(e) => {
+            return (
+                BenchRow::empty(w, threads, Status::Skipped(format!("{}: {e}", w.op))),
+                Vec::new(),
+            )
+        }
+    };
+    let input = match generate(w.dtype, &w.shape, w.seed) {
+        Ok(t) => t,
+        Err(e) => {
+            return (
+                BenchRow::empty(w, threads, Status::Error(e.to_string())),
+                Vec::new(),
+            )
+        }
+    };
+    let mut row = BenchRow::empty(w, threads, Status::Ok);
+    row.input_checksum = checksum(&input);
+    let engine = Engine::new().with_threads(threads);
+    let compiled = match engine.compile(&graph) {
+        Ok(c) => c,
+        Err(e) => {
+            return (
+                BenchRow {
+                    status: Status::Error(e.to_string()),
+                    ..row
+                },
+                Vec::new(),
+            )
+        }
+    };
+    row.compile_ms = compiled.compile_ms;
+    row.kernels = compiled.kernel_count();
+    let inputs = std::slice::from_ref(&input);
+
+    // Peak memory of the first run: reset the high-water mark, note the resident size, run.
+    let reset = mem::reset_peak();
+    let before = mem::status_bytes("VmRSS");
+    let first = compiled.run(&engine, inputs);
+    let after = mem::status_bytes("VmHWM");
+    let mut outputs = match first {
+        Ok(o) => o,
+        Err(e) => {
+            return (
+                BenchRow {
+                    status: Status::Error(e.to_string()),
+                    ..row
+                },
+                Vec::new(),
+            )
+        }
+    };
+    if reset {
+        if let (Some(b), Some(a)) = (before, after) {
+            row.peak_extra_bytes = Some(a.saturating_sub(b));
+        }
+    }
+    row.out_bytes = outputs
+        .iter()
+        .map(|t| t.numel() * t.dtype().size_bytes())
+        .sum();
+    row.out_shape = outputs
+        .first()
+        .map(|t| t.shape().to_vec())
+        .unwrap_or_default();
+    drop(outputs);
+
+    let mut last = Vec::new();
+    match time_it(opts, || {
+        last = compiled.run(&engine, inputs)?;
+        Ok::<(), crate::RuntimeError>(())
+    }) {
+        Ok(s) => row.time = s,
+        Err(e) => {
+            return (
+                BenchRow {
+                    status: Status::Error(e.to_string()),
+                    ..row
+                },
+                Vec::new(),
+            )
+        }
+    }
+    outputs = last;
+    row.output_checksum = outputs.first().map(checksum).unwrap_or(0);
+    let (fresh, warm) = copy_floor(row.in_bytes, row.out_bytes, threads, opts);
+    row.floor = fresh;
+    row.floor_warm = warm;
+    (row, outputs)
+}
+
+/// The JSON form of a row (times in ms, sizes in bytes; see docs/BENCHMARKS.md).
+pub fn row_json(r: &BenchRow) -> json::Json {
+    use json::Json;
+    let stats = |s: &Stats| {
+        Json::obj([
+            ("reps", Json::Int(s.reps as i128)),
+            ("median_ms", Json::Num(s.median)),
+            ("q1_ms", Json::Num(s.q1)),
+            ("q3_ms", Json::Num(s.q3)),
+            ("iqr_ms", Json::Num(s.iqr())),
+            ("min_ms", Json::Num(s.min)),
+        ])
+    };
+    let (status, reason) = match &r.status {
+        Status::Ok => ("ok", String::new()),
+        Status::Skipped(m) => ("skipped", m.clone()),
+        Status::Error(m) => ("error", m.clone()),
+    };
+    let w = &r.workload;
+    let dims = |v: &[usize]| Json::Arr(v.iter().map(|&d| Json::Int(d as i128)).collect());
+    Json::obj([
+        ("name", Json::str(w.name.clone())),
+        ("op", Json::str(w.op.clone())),
+        (
+            "params",
+            Json::Obj(
+                w.params
+                    .iter()
+                    .map(|(k, v)| (k.clone(), Json::str(v.clone())))
+                    .collect(),
+            ),
+        ),
+        ("dtype", Json::str(w.dtype.name())),
+        ("shape", dims(&w.shape)),
+        ("seed", Json::Int(w.seed as i128)),
+        ("threads", Json::Int(r.threads as i128)),
+        ("status", Json::str(status)),
+        ("reason", Json::str(reason)),
+        ("kernels", Json::Int(r.kernels as i128)),
+        ("compile_ms", Json::Num(r.compile_ms)),
+        ("time", stats(&r.time)),
+        ("floor", stats(&r.floor)),
+        ("floor_warm", stats(&r.floor_warm)),
+        ("ratio_to_floor", Json::Num(r.floor_ratio())),
+        ("in_bytes", Json::Int(r.in_bytes as i128)),
+        ("out_bytes", Json::Int(r.out_bytes as i128)),
+        ("out_shape", dims(&r.out_shape)),
+        (
+            "peak_extra_bytes",
+            r.peak_extra_bytes
+                .map_or(Json::Null, |b| Json::Int(b as i128)),
+        ),
+        ("input_checksum", Json::str(r.input_checksum.to_string())),
+        ("output_checksum", Json::str(r.output_checksum.to_string())),
+    ])
+}
+
+/// Facts about the machine and build for the `metadata` object of the JSON report.
+pub fn metadata_json(threads: &[usize], opts: &BenchOptions) -> json::Json {
+    use json::Json;
+    let cmd = |prog: &str, args: &[&str]| {
+        std::process::Command::new(prog)
+            .args(args)
+            .output()
+            .ok()
+            .filter(|o| o.status.success())
+            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+    };
+    let model = std::fs::read_to_string("/proc/cpuinfo").ok().and_then(|t| {
+        t.lines()
+            .find(|l| l.starts_with("model name"))
+            .and_then(|l| l.split_once(':'))
+            .map(|(_, v)| v.trim().to_string())
+    });
+    let cores = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1);
+    let commit = cmd("git", &["rev-parse", "HEAD"]);
+    let dirty =
+        cmd("git", &["status", "--porcelain", "--untracked-files=no"]).map(|s| !s.is_empty());
+    Json::obj([
+        (
+            "machine",
+            Json::str(model.unwrap_or_else(|| "unknown".into())),
+        ),
+        ("cores", Json::Int(cores as i128)),
+        ("os", Json::str(std::env::consts::OS)),
+        ("arch", Json::str(std::env::consts::ARCH)),
+        (
+            "rustc",
+            Json::str(cmd("rustc", &["--version"]).unwrap_or_else(|| "unknown".into())),
+        ),
+        ("kiln_version", Json::str(env!("CARGO_PKG_VERSION"))),
+        (
+            "kiln_commit",
+            Json::str(commit.unwrap_or_else(|| "unknown".into())),
+        ),
+        ("kiln_dirty", dirty.map_or(Json::Null, Json::Bool)),
+        ("debug_build", Json::Bool(cfg!(debug_assertions))),
+        (
+            "threads",
+            Json::Arr(threads.iter().map(|&t| Json::Int(t as i128)).collect()),
+        ),
+        ("min_time_s", Json::Num(opts.min_time)),
+    ])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parallel_copy_fills_destination_by_repeating_source() {
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(2)
+            .build()
+            .unwrap();
+        let src: Vec<u8> = (0..100_000u32).map(|i| (i % 253) as u8).collect();
+        let mut dst = vec![0u8; 250_000];
+        parallel_copy(&pool, &src, &mut dst);
+        for (i, &d) in dst.iter().enumerate() {
+            assert_eq!(d, src[i % src.len()], "byte {i}");
+        }
+    }
+
+    #[test]
+    fn time_it_respects_min_reps_and_propagates_errors() {
+        let opts = BenchOptions {
+            min_time: 0.0,
+            min_reps: 7,
+            max_reps: 100,
+        };
+        let mut calls = 0;
+        let s = time_it::<()>(&opts, || {
+            calls += 1;
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!(s.reps, 7);
+        assert_eq!(calls, 8, "one warm-up plus the timed calls");
+        let mut n = 0;
+        let r = time_it(&opts, || {
+            n += 1;
+            if n == 3 {
+                Err("boom")
+            } else {
+                Ok(())
+            }
+        });
+        assert_eq!(r.unwrap_err(), "boom");
+    }
+
+    #[test]
+    fn workloads_have_unique_names_and_4d_shapes() {
+        let ws = workloads();
+        let mut names: Vec<_> = ws.iter().map(|w| w.name.clone()).collect();
+        names.sort();
+        names.dedup();
+        assert_eq!(names.len(), ws.len());
+        assert!(ws.iter().all(|w| w.shape.len() == 4));
+        assert_eq!(ws[0].with_side(256).shape, vec![1, 1, 256, 256]);
+    }
+
+    #[test]
+    fn run_workload_times_the_fused_kernel_and_matches_eager() {
+        let opts = BenchOptions {
+            min_time: 0.0,
+            min_reps: 2,
+            max_reps: 2,
+        };
+        let w = workloads()[0].with_side(64);
+        let (row, out) = run_workload(&w, 2, &opts);
+        assert_eq!(row.status, Status::Ok, "{:?}", row.status);
+        assert_eq!(row.time.reps, 2);
+        assert_eq!(row.out_shape, vec![1, 1, 64, 64]);
+        assert_eq!(row.in_bytes, 64 * 64 * 4);
+        assert_eq!(row.out_bytes, 64 * 64 * 4);
+        assert!(row.compile_ms > 0.0 && row.kernels >= 1);
+        let graph = kiln_ops::build_op(&w.op, &w.params, &w.tensor_type()).unwrap();
+        let x = generate(w.dtype, &w.shape, w.seed).unwrap();
+        let want = crate::eager::run(&graph, std::slice::from_ref(&x)).unwrap();
+        assert_eq!(row.input_checksum, checksum(&x));
+        assert_eq!(row.output_checksum, checksum(&want[0]));
+        assert_eq!(checksum(&out[0]), checksum(&want[0]));
+        let j = row_json(&row).to_string();
+        assert!(
+            j.contains("\"status\": \"ok\"") && j.contains("\"name\": \"median3_2048\""),
+            "{j}"
+        );
+    }
+
+    #[test]
+    fn unknown_operator_is_a_skipped_row() {
+        let mut w = workloads()[0].with_side(8);
+        w.op = "no_such_op".into();
+        let (row, out) = run_workload(&w, 1, &BenchOptions::default());
+        assert!(matches!(row.status, Status::Skipped(_)), "{:?}", row.status);
+        assert!(out.is_empty());
+        assert!(row_json(&row)
+            .to_string()
+            .contains("\"status\": \"skipped\""));
+    }
+
+    #[test]
+    fn copy_floor_times_something() {
+        let opts = BenchOptions {
+            min_time: 0.0,
+            min_reps: 3,
+            max_reps: 3,
+        };
+        let (fresh, warm) = copy_floor(1 << 20, 1 << 20, 2, &opts);
+        assert_eq!(fresh.reps, 3);
+        assert_eq!(warm.reps, 3);
+        assert!(fresh.median > 0.0 && warm.median > 0.0);
+    }
+}

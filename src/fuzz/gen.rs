@@ -1,0 +1,597 @@
+//! The case generator: random, well-typed graphs over kiln's whole op vocabulary, random
+//! shapes and layouts, and random data. Deterministic for a given seed.
+
+use kiln_ir::{
+    BinaryOp, Border, DType, Footprint, Graph, GraphBuilder, NodeId, ReduceOp, Scalar, TensorType,
+    UnaryOp,
+};
+
+use super::data::{random_data, random_order, random_scalar, InputData};
+use super::rng::Rng;
+
+/// Largest total number of elements per input the generator produces.
+pub const MAX_CASE_ELEMENTS: usize = 20_000;
+/// Largest gather offset / footprint radius the generator uses.
+pub const MAX_RADIUS: i64 = 3;
+
+/// One fuzz case: a graph and the data of its inputs.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Case {
+    /// The seed the case was generated from (0 for hand-made or parsed cases without one).
+    pub seed: u64,
+    /// The graph.
+    pub graph: Graph,
+    /// One entry per graph input, in input order.
+    pub inputs: Vec<InputData>,
+}
+
+impl Case {
+    /// Number of nodes in the graph (inputs included).
+    pub fn node_count(&self) -> usize {
+        self.graph.len()
+    }
+}
+
+/// Generates the case of `seed` with at most `max_nodes` non-input nodes (at least 1).
+pub fn generate(seed: u64, max_nodes: usize) -> Case {
+    let mut rng = Rng::new(seed);
+    let shape = random_shape(&mut rng);
+    let n_inputs = rng.range(1, 3);
+    let main = DType::ALL[rng.weighted(&[5, 2, 2, 1])];
+    let mut g = Gen {
+        rng: &mut rng,
+        b: GraphBuilder::new(),
+        pool: Vec::new(),
+        extra_outputs: Vec::new(),
+    };
+    for i in 0..n_inputs {
+        let d = if i == 0 || g.rng.chance(0.7) {
+            main
+        } else {
+            *g.rng.pick(&DType::ALL)
+        };
+        let id = g.b.input(d, &shape).expect("generator shapes are valid");
+        g.pool.push(id);
+    }
+    let target = g.rng.range(1, max_nodes.max(1));
+    let mut guard = 0;
+    while g.pool.len() < n_inputs + target && guard < 10 * (target + 4) {
+        guard += 1;
+        g.step();
+    }
+    if g.pool.len() == n_inputs {
+        // Every step failed (should not happen): fall back to a gather.
+        let x = g.pool[0];
+        let off = vec![1; shape.len() - 2];
+        let id = g.b.gather(x, &off, Border::Nearest).expect("valid gather");
+        g.pool.push(id);
+    }
+    let last = *g.pool.last().expect("non-empty pool");
+    let mut outputs = vec![last];
+    for o in std::mem::take(&mut g.extra_outputs) {
+        if !outputs.contains(&o) && outputs.len() < 3 {
+            outputs.push(o);
+        }
+    }
+    // Prefer leaves (nodes nothing uses) as further outputs, so little code is dead.
+    let n_out = g.rng.range(1, 3);
+    let built = g.b.clone().finish(&outputs).expect("outputs exist");
+    let users = built.users();
+    let mut leaves: Vec<NodeId> = g.pool[n_inputs..]
+        .iter()
+        .copied()
+        .filter(|&id| users[id.index()].is_empty() && !outputs.contains(&id))
+        .collect();
+    leaves.dedup();
+    while outputs.len() < n_out && !leaves.is_empty() {
+        let k = g.rng.index(leaves.len());
+        outputs.push(leaves.swap_remove(k));
+    }
+    let graph = g.b.finish(&outputs).expect("outputs exist");
+    let inputs = graph
+        .inputs
+        .iter()
+        .map(|t| InputData {
+            dtype: t.dtype,
+            shape: t.shape.clone(),
+            order: random_order(&mut rng, t.shape.len()),
+            data: random_data(&mut rng, t.dtype, t.numel()),
+        })
+        .collect();
+    let case = Case {
+        seed,
+        graph,
+        inputs,
+    };
+    // Drop the nodes no output needs (and inputs only they read).
+    super::shrink::without_dead_code(&case).unwrap_or(case)
+}
+
+/// A random shape `[B, C, S1..Sd]`: B, C in 1..=3, 1–4 spatial dims of size 1..=67, many
+/// small, with at most [`MAX_CASE_ELEMENTS`] elements (usually far fewer).
+pub fn random_shape(rng: &mut Rng) -> Vec<usize> {
+    let d = 1 + rng.weighted(&[3, 4, 2, 1]);
+    let mut shape = vec![*rng.pick(&[1, 1, 1, 2, 3]), *rng.pick(&[1, 1, 2, 3])];
+    for _ in 0..d {
+        let s = match rng.weighted(&[6, 3, 1]) {
+            0 => rng.range(1, 8),
+            1 => rng.range(9, 24),
+            _ => rng.range(25, 67),
+        };
+        shape.push(s);
+    }
+    let limit = if rng.chance(0.1) {
+        MAX_CASE_ELEMENTS
+    } else {
+        rng.range(64, 1500)
+    };
+    while shape.iter().product::<usize>() > limit {
+        let (ax, _) = shape
+            .iter()
+            .enumerate()
+            .skip(2)
+            .max_by_key(|&(_, &s)| s)
+            .expect("a spatial axis");
+        if shape[ax] == 1 {
+            break;
+        }
+        shape[ax] = shape[ax].div_ceil(2);
+    }
+    shape
+}
+
+/// A random border mode for a source of `dtype`.
+pub fn random_border(rng: &mut Rng, dtype: DType) -> Border {
+    match rng.below(5) {
+        0 => Border::Constant(if rng.chance(0.4) {
+            Scalar::zero(dtype)
+        } else {
+            random_scalar(rng, dtype)
+        }),
+        1 => Border::Reflect,
+        2 => Border::Mirror,
+        3 => Border::Nearest,
+        _ => Border::Wrap,
+    }
+}
+
+struct Gen<'r> {
+    rng: &'r mut Rng,
+    b: GraphBuilder,
+    /// Every node built so far, in order.
+    pool: Vec<NodeId>,
+    /// Nodes that should become outputs (siblings of networks, so kept wires are shared).
+    extra_outputs: Vec<NodeId>,
+}
+
+const FLOATS_U8: [DType; 3] = [DType::F32, DType::F64, DType::U8];
+
+impl Gen<'_> {
+    fn ty(&self, id: NodeId) -> TensorType {
+        self.b.ty(id).expect("pool nodes exist").clone()
+    }
+
+    fn push(&mut self, r: Result<NodeId, kiln_ir::BuildError>) -> Option<NodeId> {
+        match r {
+            Ok(id) => {
+                self.pool.push(id);
+                Some(id)
+            }
+            Err(_) => None,
+        }
+    }
+
+    /// An operand, biased towards the most recent nodes so that chains form.
+    fn operand(&mut self) -> NodeId {
+        let n = self.pool.len();
+        if n > 1 && self.rng.chance(0.6) {
+            self.pool[n - 1 - self.rng.index(n.min(3))]
+        } else {
+            self.pool[self.rng.index(n)]
+        }
+    }
+
+    /// An operand of exactly type `t` (making a cast or a constant when none exists).
+    fn of_type(&mut self, t: &TensorType, avoid: Option<NodeId>) -> NodeId {
+        let cands: Vec<NodeId> = self
+            .pool
+            .iter()
+            .copied()
+            .filter(|&id| Some(id) != avoid && self.b.ty(id) == Some(t))
+            .collect();
+        if !cands.is_empty() && self.rng.chance(0.8) {
+            return *self.rng.pick(&cands);
+        }
+        let same_shape: Vec<NodeId> = self
+            .pool
+            .iter()
+            .copied()
+            .filter(|&id| self.b.ty(id).map(|x| &x.shape) == Some(&t.shape))
+            .collect();
+        if !same_shape.is_empty() && self.rng.chance(0.6) {
+            let x = *self.rng.pick(&same_shape);
+            if self.ty(x).dtype == t.dtype {
+                return x;
+            }
+            let r = self.b.cast(x, t.dtype);
+            if let Some(id) = self.push(r) {
+                return id;
+            }
+        }
+        let v = random_scalar(self.rng, t.dtype);
+        let r = self.b.constant(v, &t.shape);
+        self.push(r).expect("constants of valid shapes build")
+    }
+
+    /// A bool node of `shape` (an existing one, or a fresh comparison / is_nan / is_finite).
+    fn bool_of_shape(&mut self, shape: &[usize]) -> NodeId {
+        let t = TensorType {
+            dtype: DType::Bool,
+            shape: shape.to_vec(),
+        };
+        let cands: Vec<NodeId> = self
+            .pool
+            .iter()
+            .copied()
+            .filter(|&id| self.b.ty(id) == Some(&t))
+            .collect();
+        if !cands.is_empty() && self.rng.chance(0.5) {
+            return *self.rng.pick(&cands);
+        }
+        let same: Vec<NodeId> = self
+            .pool
+            .iter()
+            .copied()
+            .filter(|&id| self.b.ty(id).map(|x| &x.shape[..]) == Some(shape))
+            .collect();
+        let x = *self.rng.pick(&same);
+        let tx = self.ty(x);
+        if tx.dtype.is_float() && self.rng.chance(0.3) {
+            let op = if self.rng.chance(0.5) {
+                UnaryOp::IsNan
+            } else {
+                UnaryOp::IsFinite
+            };
+            let r = self.b.unary(op, x);
+            return self.push(r).expect("is_nan on floats builds");
+        }
+        let y = self.of_type(&tx, Some(x));
+        let op = *self.rng.pick(&[
+            BinaryOp::Lt,
+            BinaryOp::Le,
+            BinaryOp::Gt,
+            BinaryOp::Ge,
+            BinaryOp::Eq,
+            BinaryOp::Ne,
+        ]);
+        let r = self.b.binary(op, x, y);
+        self.push(r).expect("comparisons of equal types build")
+    }
+
+    fn random_offset(&mut self, rank: usize) -> Vec<i64> {
+        let r = *self.rng.pick(&[1, 1, 1, 2, 3]).min(&MAX_RADIUS);
+        let mut off: Vec<i64> = (0..rank).map(|_| self.rng.range_i64(-r, r)).collect();
+        if off.iter().all(|&o| o == 0) {
+            let ax = self.rng.index(rank);
+            off[ax] = if self.rng.chance(0.5) { r } else { -r };
+        }
+        off
+    }
+
+    fn random_footprint(&mut self, rank: usize) -> Footprint {
+        let size: Vec<usize> = (0..rank)
+            .map(|_| {
+                let hi = if rank >= 3 { 2 } else { 3 };
+                if self.rng.chance(0.1) {
+                    self.rng.range(4, 5)
+                } else {
+                    self.rng.range(1, hi)
+                }
+            })
+            .collect();
+        let origin: Vec<i64> = (0..rank)
+            .map(|ax| {
+                if self.rng.chance(0.7) {
+                    0
+                } else {
+                    let h = (size[ax] / 2) as i64;
+                    self.rng.range_i64(-h, (size[ax] as i64 - 1) - h)
+                }
+            })
+            .collect();
+        let total: usize = size.iter().product();
+        let p = if self.rng.chance(0.5) {
+            1.0
+        } else {
+            0.3 + 0.6 * self.rng.unit()
+        };
+        let mut mask: Vec<bool> = (0..total).map(|_| self.rng.chance(p)).collect();
+        if !mask.iter().any(|&m| m) {
+            let i = self.rng.index(total);
+            mask[i] = true;
+        }
+        let mut fp = Footprint::scipy_masked(&size, &mask, &origin);
+        if self.rng.chance(0.5) {
+            self.rng.shuffle(&mut fp.offsets);
+        }
+        fp
+    }
+
+    fn reduce_op(&mut self, d: DType) -> ReduceOp {
+        match d {
+            DType::Bool => {
+                *self
+                    .rng
+                    .pick(&[ReduceOp::Min, ReduceOp::Max, ReduceOp::Any, ReduceOp::All])
+            }
+            _ => *self.rng.pick(&[
+                ReduceOp::Min,
+                ReduceOp::Max,
+                ReduceOp::Min,
+                ReduceOp::Max,
+                ReduceOp::Sum,
+            ]),
+        }
+    }
+
+    fn gather(&mut self, x: NodeId) -> Option<NodeId> {
+        let t = self.ty(x);
+        let off = self.random_offset(t.spatial_rank());
+        let border = random_border(self.rng, t.dtype);
+        let r = self.b.gather(x, &off, border);
+        self.push(r)
+    }
+
+    fn window(&mut self, x: NodeId) -> Option<NodeId> {
+        let t = self.ty(x);
+        let fp = self.random_footprint(t.spatial_rank());
+        let op = self.reduce_op(t.dtype);
+        let border = random_border(self.rng, t.dtype);
+        let r = self.b.window_reduce(x, op, &fp, border);
+        self.push(r)
+    }
+
+    fn network(&mut self) -> Option<NodeId> {
+        let first = self.operand();
+        let t = self.ty(first);
+        let k = self.rng.range(1, 5);
+        let mut inputs = vec![first];
+        while inputs.len() < k {
+            // Neighbourhoods: often gathers of the first input, like a median filter.
+            let x = if self.rng.chance(0.5) {
+                match self.gather(first) {
+                    Some(g) => g,
+                    None => first,
+                }
+            } else {
+                self.of_type(&t, None)
+            };
+            inputs.push(x);
+        }
+        let width = if self.rng.chance(0.25) {
+            k + self.rng.range(1, 2)
+        } else {
+            k
+        } as u32;
+        let mut pairs = Vec::new();
+        if width >= 2 {
+            if self.rng.chance(0.4) {
+                // A full odd-even transposition sort, maybe truncated.
+                for round in 0..width {
+                    let mut i = round % 2;
+                    while i + 1 < width {
+                        pairs.push((i, i + 1));
+                        i += 2;
+                    }
+                }
+                if self.rng.chance(0.3) {
+                    let keep = self.rng.range(1, pairs.len());
+                    pairs.truncate(keep);
+                }
+            } else {
+                let n = self.rng.range(1, 2 * width as usize);
+                for _ in 0..n {
+                    let i = self.rng.below(width as u64 - 1) as u32;
+                    let j = self.rng.range(i as usize + 1, width as usize - 1) as u32;
+                    pairs.push((i, j));
+                }
+            }
+        }
+        let output = self.rng.below(width as u64) as u32;
+        let r = self.b.network(&inputs, width, &pairs, output);
+        let id = self.push(r)?;
+        if width >= 2 && self.rng.chance(0.35) {
+            let mut other = self.rng.below(width as u64) as u32;
+            if other == output {
+                other = (output + 1) % width;
+            }
+            let r = self.b.network(&inputs, width, &pairs, other);
+            if let Some(sib) = self.push(r) {
+                self.extra_outputs.push(sib);
+            }
+            // Keep the first network last so it stays the main output.
+            self.pool.push(id);
+        }
+        Some(id)
+    }
+
+    /// Adds one random operation (sometimes a few nodes).
+    fn step(&mut self) {
+        let kind = self.rng.weighted(&[14, 8, 16, 6, 6, 14, 14, 4, 4, 8]);
+        match kind {
+            0 => {
+                let x = self.operand();
+                self.gather(x);
+            }
+            1 => {
+                let x = self.operand();
+                let d = self.ty(x).dtype;
+                let ops: &[UnaryOp] = match d {
+                    DType::F32 | DType::F64 => &[
+                        UnaryOp::Neg,
+                        UnaryOp::Abs,
+                        UnaryOp::Sqrt,
+                        UnaryOp::IsNan,
+                        UnaryOp::IsFinite,
+                    ],
+                    DType::U8 => &[UnaryOp::Neg, UnaryOp::Abs],
+                    DType::Bool => &[UnaryOp::Not],
+                };
+                let op = *self.rng.pick(ops);
+                let r = self.b.unary(op, x);
+                self.push(r);
+            }
+            2 => {
+                let a = self.operand();
+                let t = self.ty(a);
+                let bb = self.of_type(&t, Some(a));
+                let ops: Vec<BinaryOp> = [
+                    BinaryOp::Add,
+                    BinaryOp::Sub,
+                    BinaryOp::Mul,
+                    BinaryOp::Div,
+                    BinaryOp::Min,
+                    BinaryOp::Max,
+                    BinaryOp::Min,
+                    BinaryOp::Max,
+                    BinaryOp::And,
+                    BinaryOp::Or,
+                    BinaryOp::Lt,
+                    BinaryOp::Le,
+                    BinaryOp::Gt,
+                    BinaryOp::Ge,
+                    BinaryOp::Eq,
+                    BinaryOp::Ne,
+                ]
+                .into_iter()
+                .filter(|op| match op {
+                    BinaryOp::Add | BinaryOp::Sub | BinaryOp::Mul | BinaryOp::Div => {
+                        FLOATS_U8.contains(&t.dtype)
+                    }
+                    BinaryOp::And | BinaryOp::Or => t.dtype == DType::Bool,
+                    _ => true,
+                })
+                .collect();
+                let op = *self.rng.pick(&ops);
+                let (x, y) = if self.rng.chance(0.5) {
+                    (a, bb)
+                } else {
+                    (bb, a)
+                };
+                let r = self.b.binary(op, x, y);
+                self.push(r);
+            }
+            3 => {
+                let a = self.operand();
+                let t = self.ty(a);
+                let cond = self.bool_of_shape(&t.shape);
+                let bb = self.of_type(&t, Some(a));
+                let r = self.b.select(cond, a, bb);
+                self.push(r);
+            }
+            4 => {
+                let x = self.operand();
+                let to = *self.rng.pick(&DType::ALL);
+                let r = self.b.cast(x, to);
+                self.push(r);
+            }
+            5 => {
+                self.network();
+            }
+            6 => {
+                let x = self.operand();
+                self.window(x);
+            }
+            7 | 8 => {
+                let x = self.operand();
+                let t = self.ty(x);
+                let axis = self.rng.index(t.shape.len());
+                let op = self.reduce_op(t.dtype);
+                let r = if kind == 7 {
+                    self.b.scan(x, axis, op)
+                } else {
+                    self.b.axis_reduce(x, axis, op)
+                };
+                self.push(r);
+            }
+            _ => {
+                // A chain of stencils: window of window, gather of window, window of gather.
+                let x = self.operand();
+                let first = if self.rng.chance(0.5) {
+                    self.window(x)
+                } else {
+                    self.gather(x)
+                };
+                if let Some(y) = first {
+                    if self.rng.chance(0.5) {
+                        self.window(y);
+                    } else {
+                        self.gather(y);
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kiln_ir::NodeKind;
+
+    #[test]
+    fn deterministic_per_seed() {
+        for seed in 0..50 {
+            assert_eq!(generate(seed, 12), generate(seed, 12));
+        }
+        assert_ne!(generate(1, 12).graph, generate(2, 12).graph);
+    }
+
+    #[test]
+    fn covers_the_vocabulary_and_shapes() {
+        let mut kinds = std::collections::HashSet::new();
+        let mut borders = std::collections::HashSet::new();
+        let mut ranks = std::collections::HashSet::new();
+        let mut layouts = std::collections::HashSet::new();
+        let mut wide_networks = 0;
+        let mut odd_sizes = 0;
+        let mut big = 0;
+        for seed in 0..500 {
+            let case = generate(seed, 12);
+            assert!((1..=3).contains(&case.graph.outputs.len()));
+            for inp in &case.inputs {
+                assert!(inp.data.len() <= MAX_CASE_ELEMENTS);
+                ranks.insert(inp.shape.len() - 2);
+                layouts.insert(inp.layout_name());
+                odd_sizes += inp.shape[2..]
+                    .iter()
+                    .filter(|&&s| s % 2 == 1 && s > 1)
+                    .count();
+                big += inp.shape[2..].iter().filter(|&&s| s > 24).count();
+            }
+            for n in &case.graph.nodes {
+                kinds.insert(n.kind.name());
+                match &n.kind {
+                    NodeKind::Gather { border, offset, .. } => {
+                        assert!(offset.iter().all(|o| o.abs() <= MAX_RADIUS));
+                        borders.insert(border.mode_name());
+                    }
+                    NodeKind::Network { inputs, width, .. } if *width as usize > inputs.len() => {
+                        wide_networks += 1
+                    }
+                    _ => {}
+                }
+            }
+        }
+        for k in [
+            "input", "const", "unary", "binary", "select", "cast", "gather", "network", "window",
+            "scan", "reduce",
+        ] {
+            assert!(kinds.contains(k), "no {k} generated");
+        }
+        assert_eq!(borders.len(), 5);
+        assert_eq!(ranks.len(), 4);
+        assert!(layouts.len() >= 3, "{layouts:?}");
+        assert!(wide_networks > 0 && odd_sizes > 0 && big > 0);
+    }
+}

@@ -1,0 +1,259 @@
+//! The differential harness: runs a case through the eager oracle and a candidate executor
+//! (the fused engine), each under `catch_unwind`, and compares every output bit for bit.
+
+use std::cell::Cell;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::Once;
+
+use kiln_codegen::{CompileOptions, Fault};
+use kiln_ir::Graph;
+use kiln_runtime::tensor::first_difference;
+use kiln_runtime::Tensor;
+
+use super::gen::Case;
+
+/// What kind of disagreement a finding is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum FindingKind {
+    /// Both paths ran and some output differs in its bits (or in dtype/shape/count).
+    Mismatch,
+    /// Exactly one path returned an error.
+    OneSidedError,
+    /// A path panicked.
+    Crash,
+}
+
+impl FindingKind {
+    /// Name used in reports and reproducer headers.
+    pub fn name(self) -> &'static str {
+        match self {
+            FindingKind::Mismatch => "mismatch",
+            FindingKind::OneSidedError => "one-sided-error",
+            FindingKind::Crash => "crash",
+        }
+    }
+
+    /// Parses [`FindingKind::name`].
+    pub fn from_name(s: &str) -> Option<FindingKind> {
+        Some(match s {
+            "mismatch" => FindingKind::Mismatch,
+            "one-sided-error" => FindingKind::OneSidedError,
+            "crash" => FindingKind::Crash,
+            _ => return None,
+        })
+    }
+}
+
+/// The result of running one case through both paths.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Verdict {
+    /// Both paths agree bit for bit.
+    Pass,
+    /// Both paths rejected the case (or its data could not be built): not a finding.
+    Invalid(String),
+    /// A disagreement, with a description.
+    Finding(FindingKind, String),
+}
+
+impl Verdict {
+    /// The finding kind, if this verdict is a finding.
+    pub fn finding_kind(&self) -> Option<FindingKind> {
+        match self {
+            Verdict::Finding(k, _) => Some(*k),
+            _ => None,
+        }
+    }
+}
+
+/// Something that runs graphs: the eager oracle, the fused engine, or a test double.
+pub trait Executor {
+    /// Runs `graph` on `inputs`, giving its outputs or an error message.
+    fn run(&mut self, graph: &Graph, inputs: &[Tensor]) -> Result<Vec<Tensor>, String>;
+    /// Kernels compiled so far (0 for interpreters).
+    fn kernels_compiled(&self) -> usize {
+        0
+    }
+    /// Called after the executor panicked, so it can drop state a panic may have broken.
+    fn reset(&mut self) {}
+}
+
+/// The eager oracle ([`kiln_runtime::eager::run`]).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Eager;
+
+impl Executor for Eager {
+    fn run(&mut self, graph: &Graph, inputs: &[Tensor]) -> Result<Vec<Tensor>, String> {
+        kiln_runtime::eager::run(graph, inputs).map_err(|e| e.to_string())
+    }
+}
+
+/// The fused engine ([`kiln_runtime::fused::Engine`]) with optional planted fault. One
+/// engine serves every case, so its kernel cache is shared.
+pub struct Fused {
+    fault: Option<Fault>,
+    engine: kiln_runtime::fused::Engine,
+    /// Kernels compiled by engines dropped after a panic.
+    compiled_before: usize,
+}
+
+impl Fused {
+    /// A fresh engine compiling with `fault` planted (`None`: normal code).
+    pub fn new(fault: Option<Fault>) -> Fused {
+        Fused {
+            fault,
+            engine: kiln_runtime::fused::Engine::with_options(CompileOptions { fault }),
+            compiled_before: 0,
+        }
+    }
+}
+
+impl Executor for Fused {
+    fn run(&mut self, graph: &Graph, inputs: &[Tensor]) -> Result<Vec<Tensor>, String> {
+        self.engine.run(graph, inputs).map_err(|e| e.to_string())
+    }
+
+    fn kernels_compiled(&self) -> usize {
+        self.compiled_before + self.engine.stats().kernels_compiled
+    }
+
+    fn reset(&mut self) {
+        let before = self.kernels_compiled();
+        *self = Fused::new(self.fault);
+        self.compiled_before = before;
+    }
+}
+
+thread_local! {
+    static QUIET: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Installs (once) a panic hook that stays silent for panics the harness catches on this
+/// thread, and defers to the previous hook otherwise.
+fn install_quiet_hook() {
+    static ONCE: Once = Once::new();
+    ONCE.call_once(|| {
+        let prev = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            if !QUIET.with(Cell::get) {
+                prev(info);
+            }
+        }));
+    });
+}
+
+/// Text of a panic payload.
+fn panic_message(p: &(dyn std::any::Any + Send)) -> String {
+    if let Some(s) = p.downcast_ref::<&str>() {
+        (*s).to_string()
+    } else if let Some(s) = p.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "non-string panic payload".into()
+    }
+}
+
+/// Runs `f`, turning a panic into `Err(message)`, without printing it.
+fn guarded<T>(f: impl FnOnce() -> T) -> Result<T, String> {
+    install_quiet_hook();
+    QUIET.with(|q| q.set(true));
+    let r = catch_unwind(AssertUnwindSafe(f));
+    QUIET.with(|q| q.set(false));
+    r.map_err(|p| panic_message(&*p))
+}
+
+/// Compares an oracle and a candidate executor on cases.
+pub struct Harness {
+    oracle: Box<dyn Executor>,
+    candidate: Box<dyn Executor>,
+    /// Number of cases checked (shrinking steps included).
+    pub runs: u64,
+}
+
+impl Harness {
+    /// Eager against the fused engine with `fault` planted.
+    pub fn new(fault: Option<Fault>) -> Harness {
+        Harness::with_executors(Box::new(Eager), Box::new(Fused::new(fault)))
+    }
+
+    /// Any oracle against any candidate (tests use doubles).
+    pub fn with_executors(oracle: Box<dyn Executor>, candidate: Box<dyn Executor>) -> Harness {
+        Harness {
+            oracle,
+            candidate,
+            runs: 0,
+        }
+    }
+
+    /// Kernels the candidate compiled so far.
+    pub fn kernels_compiled(&self) -> usize {
+        self.candidate.kernels_compiled()
+    }
+
+    /// Runs the oracle alone on a graph (used by the shrinker to turn a node into an input).
+    pub fn oracle_run(&mut self, graph: &Graph, inputs: &[Tensor]) -> Option<Vec<Tensor>> {
+        let oracle = &mut self.oracle;
+        guarded(|| oracle.run(graph, inputs)).ok()?.ok()
+    }
+
+    /// Runs `case` through both paths and compares.
+    pub fn check(&mut self, case: &Case) -> Verdict {
+        self.runs += 1;
+        let mut tensors = Vec::with_capacity(case.inputs.len());
+        for inp in &case.inputs {
+            match inp.to_tensor() {
+                Ok(t) => tensors.push(t),
+                Err(e) => return Verdict::Invalid(format!("input data: {e}")),
+            }
+        }
+        let graph = &case.graph;
+        let oracle = &mut self.oracle;
+        let expected = guarded(|| oracle.run(graph, &tensors));
+        let candidate = &mut self.candidate;
+        let got = guarded(|| candidate.run(graph, &tensors));
+        let expected = match expected {
+            Ok(r) => r,
+            Err(msg) => {
+                self.oracle.reset();
+                return Verdict::Finding(FindingKind::Crash, format!("eager panicked: {msg}"));
+            }
+        };
+        let got = match got {
+            Ok(r) => r,
+            Err(msg) => {
+                self.candidate.reset();
+                return Verdict::Finding(FindingKind::Crash, format!("fused panicked: {msg}"));
+            }
+        };
+        match (expected, got) {
+            (Err(a), Err(b)) => Verdict::Invalid(format!("both failed: eager: {a}; fused: {b}")),
+            (Err(a), Ok(_)) => Verdict::Finding(
+                FindingKind::OneSidedError,
+                format!("eager failed ({a}), fused succeeded"),
+            ),
+            (Ok(_), Err(b)) => Verdict::Finding(
+                FindingKind::OneSidedError,
+                format!("fused failed ({b}), eager succeeded"),
+            ),
+            (Ok(x), Ok(y)) => {
+                if x.len() != y.len() {
+                    return Verdict::Finding(
+                        FindingKind::Mismatch,
+                        format!("eager gave {} outputs, fused {}", x.len(), y.len()),
+                    );
+                }
+                for (i, (a, b)) in x.iter().zip(&y).enumerate() {
+                    if let Some(d) = first_difference(a, b) {
+                        return Verdict::Finding(
+                            FindingKind::Mismatch,
+                            format!(
+                                "output {i} (node {}): {d} (eager vs fused)",
+                                graph.outputs[i]
+                            ),
+                        );
+                    }
+                }
+                Verdict::Pass
+            }
+        }
+    }
+}
