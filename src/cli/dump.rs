@@ -4,7 +4,7 @@ use std::process::ExitCode;
 
 use clap::Args;
 use kiln::codegen::lower::lower;
-use kiln::ir::passes::{cse::cse, dce::dce, fuse, prune::prune};
+use kiln::ir::passes::{cse::cse, dce::dce, decompose::decompose, fuse, prune::prune};
 use kiln::ir::printer::print;
 use kiln::ir::{DType, TensorType};
 
@@ -73,14 +73,26 @@ pub fn run(a: DumpArgs) -> Result<ExitCode, CliError> {
         after_prune.len(),
         print(&after_prune)
     );
-    let partition = fuse(&after_prune);
+    let after_decompose = decompose(&after_prune);
+    println!(
+        "== after decompose ({} nodes)\n{}",
+        after_decompose.len(),
+        print(&after_decompose)
+    );
+    let optimized = dce(&cse(&after_decompose));
+    println!(
+        "== after cse + dce ({} nodes)\n{}",
+        optimized.len(),
+        print(&optimized)
+    );
+    let partition = fuse(&optimized);
     println!(
         "== fused groups ({} kernels)\n{}",
         partition.groups.len(),
-        partition.describe(&after_prune)
+        partition.describe(&optimized)
     );
     for (i, group) in partition.groups.iter().enumerate() {
-        let kernel = lower(&after_prune, group)?;
+        let kernel = lower(&optimized, group)?;
         println!("== kernel {i}\n{kernel}");
         if a.ptx {
             let target = kiln::codegen::ptx::PtxTarget {

@@ -12,3 +12,13 @@ pub use dce::dce;
 pub use decompose::decompose;
 pub use fuse::{fuse, FusedGroup, GroupKind, Partition};
 pub use prune::{eval_network, prune, prune_network, PrunedNetwork};
+
+use crate::graph::Graph;
+
+/// The optimisation pipeline every executor of fused kernels runs before [`fuse`]:
+/// `cse → dce → prune → decompose → cse → dce`. Each pass preserves the graph's bits
+/// exactly (see each pass's documentation).
+pub fn optimize(graph: &Graph) -> Graph {
+    let g = prune(&dce(&cse(graph)));
+    dce(&cse(&decompose(&g)))
+}

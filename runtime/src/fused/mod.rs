@@ -1,7 +1,7 @@
 //! The fused executor: compiles a graph into fused kernels (with a kernel cache) and runs
 //! them on rayon threads.
 //!
-//! Pipeline of [`Engine::compile`]: `cse → dce → prune → fuse → lower → cpu::compile`, the
+//! Pipeline of [`Engine::compile`]: `optimize (cse → dce → prune → decompose → cse → dce) → fuse → lower → cpu::compile`, the
 //! last step through a cache keyed by the kernel form and the compile options (no shapes or
 //! strides in the key: one compiled kernel serves every shape of the same rank and dtypes).
 //!
@@ -20,7 +20,7 @@ use std::time::Instant;
 use kiln_codegen::cpu::{self, CpuBody, CpuKernel};
 use kiln_codegen::lower::lower;
 use kiln_codegen::{CompileOptions, Kernel};
-use kiln_ir::passes::{cse::cse, dce::dce, fuse, prune::prune, Partition};
+use kiln_ir::passes::{fuse, optimize, Partition};
 use kiln_ir::{Graph, NodeId, NodeKind};
 
 use crate::eager::check_inputs;
@@ -105,7 +105,7 @@ impl Engine {
     /// Optimises, fuses, lowers and compiles `graph` (kernels through the cache).
     pub fn compile(&self, graph: &Graph) -> Result<CompiledGraph, RuntimeError> {
         let t0 = Instant::now();
-        let optimized = prune(&dce(&cse(graph)));
+        let optimized = optimize(graph);
         let partition = fuse(&optimized);
         let mut kernels = Vec::with_capacity(partition.groups.len());
         for group in &partition.groups {
@@ -154,7 +154,7 @@ impl Engine {
 
 /// A graph compiled into fused kernels, ready to run on inputs of the declared shapes.
 pub struct CompiledGraph {
-    /// The graph after cse, dce and prune: the graph the partition refers to.
+    /// The graph after `kiln_ir::passes::optimize`: the graph the partition refers to.
     pub optimized: Graph,
     /// The fused groups, in execution order.
     pub partition: Partition,
