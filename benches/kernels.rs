@@ -7,8 +7,15 @@ use kiln::bench::{generate, Workload};
 use kiln::ir::DType;
 use kiln::Engine;
 
-/// `(label, op, params)` of the benched kernels, all on a 1x1x512x512 f32 image.
-const CASES: &[(&str, &str, &[(&str, &str)])] = &[
+/// A benched kernel: label, operator, parameters.
+type Case = (
+    &'static str,
+    &'static str,
+    &'static [(&'static str, &'static str)],
+);
+
+/// The benched kernels, all on a 1x1x512x512 f32 image.
+const CASES: &[Case] = &[
     ("median_blur_3x3", "median_blur", &[("k", "3")]),
     ("median_blur_5x5", "median_blur", &[("k", "5")]),
     ("grey_opening_3x3", "grey_opening", &[("size", "3")]),

@@ -231,7 +231,7 @@ def peers_for(name, k_or_size):
         if cv2 is not None:
             ker = CROSS.astype(np.uint8)
             P.append((
-                "opencv(u8)",
+                "opencv",
                 lambda x: per_plane(
                     lambda p: cv2.erode(p, ker, borderType=cv2.BORDER_CONSTANT, borderValue=0),
                     x.view(np.uint8)).view(bool),

@@ -174,7 +174,7 @@ pub fn run(a: BenchArgs) -> Result<ExitCode, CliError> {
                 } else {
                     format!("_{}", w.shape[3])
                 };
-                write_npy(&dir.join(format!("{}{suffix}.npy", w.name)), out)?;
+                write_npy(dir.join(format!("{}{suffix}.npy", w.name)), out)?;
             }
             rows.push(row);
         }
@@ -207,4 +207,53 @@ pub fn run(a: BenchArgs) -> Result<ExitCode, CliError> {
     } else {
         ExitCode::SUCCESS
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Wrap {
+        #[command(flatten)]
+        a: BenchArgs,
+    }
+
+    fn args(v: &[&str]) -> BenchArgs {
+        Wrap::try_parse_from(std::iter::once("bench").chain(v.iter().copied()))
+            .unwrap()
+            .a
+    }
+
+    #[test]
+    fn selects_by_name_or_operator_and_resizes() {
+        let w = select(&args(&["--ops", "median_blur"])).unwrap();
+        assert_eq!(w.len(), 3);
+        assert!(w.iter().all(|w| w.op == "median_blur"));
+        let w = select(&args(&["--ops", "opening3_2048", "--sizes", "256,512"])).unwrap();
+        let shapes: Vec<_> = w.iter().map(|w| w.shape.clone()).collect();
+        assert_eq!(shapes, vec![vec![1, 1, 256, 256], vec![1, 1, 512, 512]]);
+        assert_eq!(select(&args(&[])).unwrap().len(), bench::workloads().len());
+    }
+
+    #[test]
+    fn bad_arguments_are_usage_errors() {
+        assert!(matches!(
+            select(&args(&["--ops", "nope"])),
+            Err(CliError::Usage(_))
+        ));
+        assert!(matches!(
+            select(&args(&["--sizes", "0"])),
+            Err(CliError::Usage(_))
+        ));
+        assert!(matches!(
+            run(args(&["--threads", "0"])),
+            Err(CliError::Usage(_))
+        ));
+        assert!(matches!(
+            run(args(&["--min-time", "nan"])),
+            Err(CliError::Usage(_))
+        ));
+    }
 }

@@ -94,3 +94,19 @@ pub fn layouts(t: &Tensor) -> Vec<(&'static str, Tensor)> {
 pub fn dtype_name(d: DType) -> &'static str {
     d.name()
 }
+
+/// A bool tensor of `shape`: mostly true with holes (so erosion has work to do), or random.
+pub fn bool_tensor(shape: &[usize], dense: bool, seed: u64) -> Tensor {
+    let mut rng = Rng(seed);
+    let n: usize = shape.iter().product();
+    let v: Vec<bool> = (0..n)
+        .map(|_| if dense { rng.below(8) != 0 } else { rng.below(2) == 0 })
+        .collect();
+    Tensor::from_bool(v, shape).unwrap()
+}
+
+/// The same values as an f64 tensor (exact widening; NaN payloads widened by the cast).
+pub fn to_f64(t: &Tensor) -> Tensor {
+    let v: Vec<f64> = t.to_scalars().iter().map(|s| s.to_f64()).collect();
+    Tensor::from_f64(v, t.shape()).unwrap()
+}
