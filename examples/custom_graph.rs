@@ -26,7 +26,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     let engine = Engine::new();
     let compiled = engine.compile(&graph)?;
-    println!("fused groups:\n{}", compiled.partition.describe(&compiled.optimized));
+    println!(
+        "fused groups:\n{}",
+        compiled.partition.describe(&compiled.optimized)
+    );
     let fused = compiled.run(&engine, std::slice::from_ref(&x))?;
     let oracle = eager::run(&graph, std::slice::from_ref(&x))?;
     if let Some(d) = first_difference(&oracle[0], &fused[0]) {

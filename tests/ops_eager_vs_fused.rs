@@ -4,9 +4,9 @@
 mod common;
 
 use common::{bool_tensor, f32_tensor, layouts, to_f64, Data};
-use kiln::Tensor;
 use kiln::ir::{DType, TensorType};
 use kiln::runtime::tensor::first_difference;
+use kiln::Tensor;
 use kiln::{eager, Engine};
 
 const MODES: [&str; 5] = ["constant", "reflect", "mirror", "nearest", "wrap"];
@@ -161,7 +161,10 @@ fn binary_erosion_structures_and_border_values() {
             check_typed(
                 &engine,
                 "binary_erosion",
-                &[("structure", structure.into()), ("border_value", border_value.into())],
+                &[
+                    ("structure", structure.into()),
+                    ("border_value", border_value.into()),
+                ],
                 DType::Bool,
             );
         }
@@ -174,10 +177,20 @@ fn f64_operators() {
     check_typed(&engine, "median_blur", &[("k", "3".into())], DType::F64);
     for op in ["median_filter", "grey_opening", "grey_closing"] {
         for mode in MODES {
-            check_typed(&engine, op, &[("size", "3".into()), ("mode", mode.into())], DType::F64);
+            check_typed(
+                &engine,
+                op,
+                &[("size", "3".into()), ("mode", mode.into())],
+                DType::F64,
+            );
         }
     }
-    check_typed(&engine, "gradient_magnitude", &[("mode", "mirror".into())], DType::F64);
+    check_typed(
+        &engine,
+        "gradient_magnitude",
+        &[("mode", "mirror".into())],
+        DType::F64,
+    );
 }
 
 #[test]
@@ -187,7 +200,15 @@ fn large_windows_take_the_decomposed_path() {
     let engine = Engine::new();
     for op in ["grey_erosion", "grey_opening"] {
         for mode in MODES {
-            check(&engine, op, &[("size", "15".into()), ("mode", mode.into()), ("cval", "1.5".into())]);
+            check(
+                &engine,
+                op,
+                &[
+                    ("size", "15".into()),
+                    ("mode", mode.into()),
+                    ("cval", "1.5".into()),
+                ],
+            );
         }
     }
 }

@@ -100,7 +100,13 @@ pub fn bool_tensor(shape: &[usize], dense: bool, seed: u64) -> Tensor {
     let mut rng = Rng(seed);
     let n: usize = shape.iter().product();
     let v: Vec<bool> = (0..n)
-        .map(|_| if dense { rng.below(8) != 0 } else { rng.below(2) == 0 })
+        .map(|_| {
+            if dense {
+                rng.below(8) != 0
+            } else {
+                rng.below(2) == 0
+            }
+        })
         .collect();
     Tensor::from_bool(v, shape).unwrap()
 }
