@@ -11,8 +11,9 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
+use cudarc::driver::sys::CUevent_flags;
 use cudarc::driver::{
-    CudaContext, CudaFunction, CudaSlice, CudaStream, LaunchConfig, PushKernelArg,
+    CudaContext, CudaEvent, CudaFunction, CudaSlice, CudaStream, LaunchConfig, PushKernelArg,
 };
 use cudarc::nvrtc::Ptx;
 use kiln_codegen::kernel::Kernel;
@@ -38,6 +39,9 @@ pub enum CudaError {
     /// Inputs do not fit the kernel.
     #[error("inputs: {0}")]
     Inputs(String),
+    /// Lowering or input checking of a graph failed (see [`crate::cuda_graph`]).
+    #[error(transparent)]
+    Runtime(#[from] crate::RuntimeError),
 }
 
 fn drv(e: impl std::fmt::Debug) -> CudaError {
@@ -127,57 +131,98 @@ impl CudaEngine {
         Ok(loaded)
     }
 
-    /// Runs `kernel` on `inputs` (all of one shape for stencils; one input for scans and
-    /// reductions) and returns the contiguous output.
-    pub fn run(
+    /// Copies `t` to the device as a contiguous buffer (any strides on the host).
+    pub fn upload(&self, t: &Tensor) -> Result<DeviceTensor, CudaError> {
+        let bytes = to_bytes(&t.to_contiguous());
+        // A zero-length allocation is not allowed: keep at least one byte.
+        let buf = if bytes.is_empty() {
+            self.stream.alloc_zeros(1).map_err(drv)?
+        } else {
+            self.stream.clone_htod(&bytes).map_err(drv)?
+        };
+        Ok(DeviceTensor {
+            buf,
+            dtype: t.dtype(),
+            shape: t.shape().to_vec(),
+        })
+    }
+
+    /// Copies a device tensor back to a fresh contiguous host tensor (waits for the stream).
+    pub fn download(&self, t: &DeviceTensor) -> Result<Tensor, CudaError> {
+        let n: usize = t.shape.iter().product::<usize>() * t.dtype.size_bytes();
+        let mut bytes = self.stream.clone_dtoh(&t.buf).map_err(drv)?;
+        self.stream.synchronize().map_err(drv)?;
+        bytes.truncate(n);
+        Tensor::from_storage(from_bytes(t.dtype, &bytes), &t.shape)
+            .map_err(|e| CudaError::Inputs(e.to_string()))
+    }
+
+    /// Waits until every launch and copy queued so far has finished.
+    pub fn synchronize(&self) -> Result<(), CudaError> {
+        self.stream.synchronize().map_err(drv)
+    }
+
+    /// Records a timing event on the engine's stream (for [`CudaEngine::elapsed_ms`]).
+    pub fn record_event(&self) -> Result<CudaEvent, CudaError> {
+        self.stream
+            .record_event(Some(CUevent_flags::CU_EVENT_DEFAULT))
+            .map_err(drv)
+    }
+
+    /// Milliseconds between two events of [`CudaEngine::record_event`] (waits for `end`).
+    pub fn elapsed_ms(&self, start: &CudaEvent, end: &CudaEvent) -> Result<f64, CudaError> {
+        start.elapsed_ms(end).map(f64::from).map_err(drv)
+    }
+
+    /// Queues `kernel` on device tensors: `dims` is the kernel's shape (stencils: the shape
+    /// of every input and of the output; scans and reductions: the input's shape). Returns
+    /// the output (of [`PtxModule::output_shape`]) without waiting for the launch. A kernel
+    /// without inputs (a constant) is allowed.
+    pub fn launch(
         &self,
         kernel: &Kernel,
         options: &CompileOptions,
-        inputs: &[&Tensor],
-    ) -> Result<Tensor, CudaError> {
-        if inputs.len() != kernel.inputs.len() || inputs.is_empty() {
+        inputs: &[&DeviceTensor],
+        dims: &[usize],
+    ) -> Result<DeviceTensor, CudaError> {
+        if inputs.len() != kernel.inputs.len() {
             return Err(CudaError::Inputs(format!(
                 "kernel takes {} inputs, {} given",
                 kernel.inputs.len(),
                 inputs.len()
             )));
         }
-        let dims = inputs[0].shape().to_vec();
+        if dims.len() != kernel.rank || dims.contains(&0) {
+            return Err(CudaError::Inputs(format!(
+                "shape {dims:?} for a kernel of rank {} (no empty axes)",
+                kernel.rank
+            )));
+        }
         for (i, (t, &d)) in inputs.iter().zip(&kernel.inputs).enumerate() {
-            if t.dtype() != d || t.shape() != dims.as_slice() || dims.len() != kernel.rank {
+            if t.dtype != d || t.shape != dims {
                 return Err(CudaError::Inputs(format!(
-                    "input {i}: expected {d} of rank {} shaped like input 0 {dims:?}, got {} {:?}",
-                    kernel.rank,
-                    t.dtype(),
-                    t.shape()
+                    "input {i}: expected {d} {dims:?}, got {} {:?}",
+                    t.dtype, t.shape
                 )));
             }
         }
         let loaded = self.load(kernel, options)?;
         let m = &loaded.module;
-        let out_shape = m.output_shape(&dims);
+        let out_shape = m.output_shape(dims);
         let out_n: usize = out_shape.iter().product();
-        let contiguous: Vec<usize> = ptx::contiguous_strides(&dims);
-        let in_strides = vec![contiguous.clone(); inputs.len()];
-        let words = m.param_block(&dims, &in_strides, &ptx::contiguous_strides(&out_shape))?;
+        let contiguous: Vec<usize> = ptx::contiguous_strides(dims);
+        let in_strides = vec![contiguous; inputs.len()];
+        let words = m.param_block(dims, &in_strides, &ptx::contiguous_strides(&out_shape))?;
         let args: CudaSlice<i64> = self.stream.clone_htod(&words).map_err(drv)?;
-        let dev_in = inputs
-            .iter()
-            .map(|t| {
-                self.stream
-                    .clone_htod(&to_bytes(&t.to_contiguous()))
-                    .map_err(drv)
-            })
-            .collect::<Result<Vec<CudaSlice<u8>>, _>>()?;
         let mut out: CudaSlice<u8> = self
             .stream
             .alloc_zeros(out_n * kernel.output.size_bytes())
             .map_err(drv)?;
         let mut scratch: CudaSlice<u8> = self
             .stream
-            .alloc_zeros(m.scratch_bytes(&dims).max(1))
+            .alloc_zeros(m.scratch_bytes(dims).max(1))
             .map_err(drv)?;
-        let grid = m.grid(&dims);
+        let grid = m.grid(dims);
         let cfg = LaunchConfig {
             grid_dim: (grid[0], grid[1], grid[2]),
             block_dim: (m.block[0], m.block[1], m.block[2]),
@@ -186,19 +231,64 @@ impl CudaEngine {
         for f in &loaded.funcs {
             let mut b = self.stream.launch_builder(f);
             b.arg(&args).arg(&mut out).arg(&mut scratch);
-            for x in &dev_in {
-                b.arg(x);
+            for x in inputs {
+                b.arg(&x.buf);
             }
             // SAFETY: the argument list matches the entry's `.param` list (docs/PTX.md):
             // parameter block, output, scratch, one pointer per input; every buffer has the
-            // size the parameter block describes (contiguous inputs and output, scratch of
-            // `scratch_bytes`), so the kernel's accesses stay inside them.
+            // size the parameter block describes (contiguous inputs of `dims` checked above,
+            // contiguous output of `output_shape`, scratch of `scratch_bytes`), so the
+            // kernel's accesses stay inside them. `args` and `scratch` are freed by the
+            // stream-ordered allocator after the launches queued before their drop.
             unsafe { b.launch(cfg) }.map_err(drv)?;
         }
-        let bytes = self.stream.clone_dtoh(&out).map_err(drv)?;
-        self.stream.synchronize().map_err(drv)?;
-        let storage = from_bytes(kernel.output, &bytes);
-        Tensor::from_storage(storage, &out_shape).map_err(|e| CudaError::Inputs(e.to_string()))
+        Ok(DeviceTensor {
+            buf: out,
+            dtype: kernel.output,
+            shape: out_shape,
+        })
+    }
+
+    /// Runs `kernel` on host `inputs` (all of one shape for stencils; one input for scans
+    /// and reductions) and returns the contiguous output.
+    pub fn run(
+        &self,
+        kernel: &Kernel,
+        options: &CompileOptions,
+        inputs: &[&Tensor],
+    ) -> Result<Tensor, CudaError> {
+        let Some(first) = inputs.first() else {
+            return Err(CudaError::Inputs(
+                "no inputs: use `launch` with an explicit shape".into(),
+            ));
+        };
+        let dims = first.shape().to_vec();
+        let dev = inputs
+            .iter()
+            .map(|t| self.upload(t))
+            .collect::<Result<Vec<_>, _>>()?;
+        let refs: Vec<&DeviceTensor> = dev.iter().collect();
+        let out = self.launch(kernel, options, &refs, &dims)?;
+        self.download(&out)
+    }
+}
+
+/// A contiguous tensor in device memory (little-endian elements; bool as 0/1 bytes).
+pub struct DeviceTensor {
+    buf: CudaSlice<u8>,
+    dtype: DType,
+    shape: Vec<usize>,
+}
+
+impl DeviceTensor {
+    /// The element type.
+    pub fn dtype(&self) -> DType {
+        self.dtype
+    }
+
+    /// The shape.
+    pub fn shape(&self) -> &[usize] {
+        &self.shape
     }
 }
 

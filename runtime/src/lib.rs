@@ -2,6 +2,8 @@
 
 #[cfg(feature = "cuda")]
 pub mod cuda;
+#[cfg(feature = "cuda")]
+pub mod cuda_graph;
 pub mod eager;
 pub mod fused;
 pub mod npy;

@@ -5,7 +5,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::Args;
-use kiln::fuzz::{fuzz, replay, FuzzOptions};
+use kiln::fuzz::{fuzz, replay, Backend, FuzzOptions};
 
 use super::CliError;
 
@@ -30,11 +30,27 @@ pub struct FuzzArgs {
     /// Re-run reproducer files (a file or a directory) instead of generating cases.
     #[arg(long)]
     replay: Option<PathBuf>,
+    /// Executor compared against eager: the fused CPU engine, or CUDA (needs a build with
+    /// `--features cuda` and a GPU).
+    #[arg(long, default_value = "cpu", value_parser = ["cpu", "cuda"])]
+    backend: String,
 }
 
 /// Runs `kiln fuzz`; exit code 1 when anything was found.
 pub fn run(a: FuzzArgs) -> Result<ExitCode, CliError> {
+    let backend = Backend::from_name(&a.backend)
+        .ok_or_else(|| CliError::Usage(format!("unknown backend '{}'", a.backend)))?;
+    if backend == Backend::Cuda && !cfg!(feature = "cuda") {
+        return Err(CliError::Usage(
+            "--backend cuda: built without the cuda feature".into(),
+        ));
+    }
     if let Some(path) = a.replay {
+        if backend != Backend::Cpu {
+            return Err(CliError::Usage(
+                "--replay runs on the cpu backend only".into(),
+            ));
+        }
         let report = replay(&path, None).map_err(|e| CliError::Usage(e.to_string()))?;
         println!("{}", report.summary());
         return Ok(if report.passed() {
@@ -54,9 +70,16 @@ pub fn run(a: FuzzArgs) -> Result<ExitCode, CliError> {
         time_limit: a.time_limit.map(Duration::from_secs_f64),
         fault: None,
         progress: true,
+        backend,
         ..FuzzOptions::default()
     };
     let report = fuzz(&opts);
+    if let Some(e) = &report.backend_error {
+        return Err(CliError::Usage(format!(
+            "--backend {}: {e}",
+            backend.name()
+        )));
+    }
     println!("{}", report.summary());
     Ok(if report.is_clean() {
         ExitCode::SUCCESS

@@ -123,6 +123,37 @@ impl Executor for Fused {
     }
 }
 
+/// The CUDA graph executor ([`kiln_runtime::cuda_graph::CudaGraph`]) on device 0, with
+/// optional planted fault. Only with the `cuda` feature.
+#[cfg(feature = "cuda")]
+pub struct Cuda {
+    fault: Option<Fault>,
+    engine: kiln_runtime::cuda::CudaEngine,
+}
+
+#[cfg(feature = "cuda")]
+impl Cuda {
+    /// Opens device 0; a one-line error without a driver or GPU.
+    pub fn new(fault: Option<Fault>) -> Result<Cuda, String> {
+        let engine = kiln_runtime::cuda::CudaEngine::new(0).map_err(|e| e.to_string())?;
+        Ok(Cuda { fault, engine })
+    }
+}
+
+#[cfg(feature = "cuda")]
+impl Executor for Cuda {
+    fn run(&mut self, graph: &Graph, inputs: &[Tensor]) -> Result<Vec<Tensor>, String> {
+        let compiled = kiln_runtime::cuda_graph::CudaGraph::compile(
+            graph,
+            CompileOptions { fault: self.fault },
+        )
+        .map_err(|e| e.to_string())?;
+        compiled
+            .run(&self.engine, inputs)
+            .map_err(|e| e.to_string())
+    }
+}
+
 thread_local! {
     static QUIET: Cell<bool> = const { Cell::new(false) };
 }
@@ -173,6 +204,21 @@ impl Harness {
     /// Eager against the fused engine with `fault` planted.
     pub fn new(fault: Option<Fault>) -> Harness {
         Harness::with_executors(Box::new(Eager), Box::new(Fused::new(fault)))
+    }
+
+    /// Eager against the executor of `backend` with `fault` planted; an error (one line)
+    /// when the backend cannot start (no GPU, or built without the `cuda` feature).
+    pub fn for_backend(backend: super::Backend, fault: Option<Fault>) -> Result<Harness, String> {
+        match backend {
+            super::Backend::Cpu => Ok(Harness::new(fault)),
+            #[cfg(feature = "cuda")]
+            super::Backend::Cuda => Ok(Harness::with_executors(
+                Box::new(Eager),
+                Box::new(Cuda::new(fault)?),
+            )),
+            #[cfg(not(feature = "cuda"))]
+            super::Backend::Cuda => Err("built without the cuda feature".into()),
+        }
     }
 
     /// Any oracle against any candidate (tests use doubles).

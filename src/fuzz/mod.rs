@@ -54,6 +54,35 @@ impl FuzzError {
     }
 }
 
+/// Which executor the fuzzer compares against the eager oracle.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Backend {
+    /// The fused CPU engine (Cranelift).
+    #[default]
+    Cpu,
+    /// The CUDA executor (PTX); needs the `cuda` feature and a GPU.
+    Cuda,
+}
+
+impl Backend {
+    /// Parses `cpu` or `cuda`.
+    pub fn from_name(s: &str) -> Option<Backend> {
+        match s {
+            "cpu" => Some(Backend::Cpu),
+            "cuda" => Some(Backend::Cuda),
+            _ => None,
+        }
+    }
+
+    /// `cpu` or `cuda`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Backend::Cpu => "cpu",
+            Backend::Cuda => "cuda",
+        }
+    }
+}
+
 /// Settings of a fuzz run.
 #[derive(Clone, Debug)]
 pub struct FuzzOptions {
@@ -75,6 +104,8 @@ pub struct FuzzOptions {
     pub max_findings: Option<usize>,
     /// Limits for shrinking each finding.
     pub shrink: ShrinkLimits,
+    /// The executor compared against eager (default: the fused CPU engine).
+    pub backend: Backend,
 }
 
 impl Default for FuzzOptions {
@@ -89,6 +120,7 @@ impl Default for FuzzOptions {
             progress: false,
             max_findings: None,
             shrink: ShrinkLimits::default(),
+            backend: Backend::Cpu,
         }
     }
 }
@@ -144,6 +176,8 @@ pub struct FuzzReport {
     pub invalid: u64,
     /// With a planted fault: findings that also show without the fault (not counted).
     pub not_the_fault: u64,
+    /// The backend could not be started (nothing was run; not clean).
+    pub backend_error: Option<String>,
 }
 
 impl FuzzReport {
@@ -154,11 +188,14 @@ impl FuzzReport {
 
     /// True when nothing was found.
     pub fn is_clean(&self) -> bool {
-        self.mismatches.is_empty() && self.crashes.is_empty()
+        self.mismatches.is_empty() && self.crashes.is_empty() && self.backend_error.is_none()
     }
 
     /// The end-of-run summary, several lines.
     pub fn summary(&self) -> String {
+        if let Some(e) = &self.backend_error {
+            return format!("backend unavailable: {e}\n");
+        }
         let mut s = format!(
             "cases: {}\nkernels compiled: {}\nelapsed: {:.2} s ({:.0} graphs/s)\ninvalid (both paths failed): {}\nmismatches: {}\ncrashes: {}\n",
             self.cases,
@@ -247,10 +284,25 @@ pub fn shrink_finding(
 /// Runs a fuzz campaign (see [`FuzzOptions`]).
 pub fn fuzz(opts: &FuzzOptions) -> FuzzReport {
     let start = Instant::now();
-    let mut harness = Harness::new(opts.fault);
-    // With a planted fault, a finding counts only if the clean engine passes on the case.
-    let mut clean = opts.fault.map(|_| Harness::new(None));
     let mut report = FuzzReport::default();
+    let mut harness = match Harness::for_backend(opts.backend, opts.fault) {
+        Ok(h) => h,
+        Err(e) => {
+            report.backend_error = Some(e);
+            return report;
+        }
+    };
+    // With a planted fault, a finding counts only if the clean engine passes on the case.
+    let mut clean = match opts.fault {
+        None => None,
+        Some(_) => match Harness::for_backend(opts.backend, None) {
+            Ok(h) => Some(h),
+            Err(e) => {
+                report.backend_error = Some(e);
+                return report;
+            }
+        },
+    };
     let mut last_progress = Instant::now();
     for i in 0..opts.cases {
         if opts.time_limit.is_some_and(|t| start.elapsed() >= t) {

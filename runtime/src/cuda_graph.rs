@@ -1,0 +1,292 @@
+//! Running whole graphs on CUDA (feature `cuda`): the same pass pipeline and partition as the
+//! CPU [`crate::fused::Engine`], one PTX kernel per fused group, launched in partition order
+//! on one stream. Graph inputs are uploaded once; intermediates stay in device memory and are
+//! freed after their last reader; only the graph outputs are copied back.
+//!
+//! Status: built and type-checked without CUDA; without a driver [`CudaEngine::new`] returns a
+//! clear error. Not yet run on a GPU (see docs/PTX.md).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use kiln_codegen::kernel::Kernel;
+use kiln_codegen::lower::lower;
+use kiln_codegen::CompileOptions;
+use kiln_ir::passes::{fuse, optimize, GroupKind, Partition};
+use kiln_ir::{Graph, NodeId, NodeKind};
+
+use crate::cuda::{CudaEngine, CudaError, DeviceTensor};
+use crate::eager::check_inputs;
+use crate::tensor::{Storage, Tensor};
+
+/// A graph lowered to kernels for the CUDA engine (no device state: kernels are rendered and
+/// loaded by the engine's cache on first launch).
+pub struct CudaGraph {
+    /// The graph after `kiln_ir::passes::optimize` (the partition refers to it).
+    pub optimized: Graph,
+    /// The fused groups, in execution order.
+    pub partition: Partition,
+    /// One kernel per group, in the same order.
+    pub kernels: Vec<Kernel>,
+    /// Compile options (planted faults) the kernels are rendered with.
+    pub options: CompileOptions,
+}
+
+impl CudaGraph {
+    /// Optimises, fuses and lowers `graph` exactly like `Engine::compile` (without the
+    /// Cranelift step).
+    pub fn compile(graph: &Graph, options: CompileOptions) -> Result<CudaGraph, CudaError> {
+        let optimized = optimize(graph);
+        let partition = fuse(&optimized);
+        let kernels = partition
+            .groups
+            .iter()
+            .map(|g| lower(&optimized, g))
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(CudaGraph {
+            optimized,
+            partition,
+            kernels,
+            options,
+        })
+    }
+
+    /// Number of kernels (fused groups).
+    pub fn kernel_count(&self) -> usize {
+        self.kernels.len()
+    }
+
+    /// Uploads `inputs` (checked against the graph) to the device.
+    pub fn upload(
+        &self,
+        engine: &CudaEngine,
+        inputs: &[Tensor],
+    ) -> Result<Vec<Arc<DeviceTensor>>, CudaError> {
+        check_inputs(&self.optimized, inputs)?;
+        inputs
+            .iter()
+            .map(|t| engine.upload(t).map(Arc::new))
+            .collect()
+    }
+
+    /// Queues every kernel on device inputs (from [`CudaGraph::upload`]); returns the graph
+    /// outputs as device tensors without waiting. A graph output that is a graph input is
+    /// the input's device tensor itself.
+    pub fn launch(
+        &self,
+        engine: &CudaEngine,
+        inputs: &[Arc<DeviceTensor>],
+    ) -> Result<Vec<Arc<DeviceTensor>>, CudaError> {
+        let g = &self.optimized;
+        if inputs.len() != g.inputs.len() {
+            return Err(CudaError::Inputs(format!(
+                "graph has {} inputs, {} were given",
+                g.inputs.len(),
+                inputs.len()
+            )));
+        }
+        if self.kernels.len() != self.partition.groups.len() {
+            return Err(CudaError::Inputs(format!(
+                "{} kernels for {} groups",
+                self.kernels.len(),
+                self.partition.groups.len()
+            )));
+        }
+        // Remaining readers of each materialised value, so intermediates are freed early.
+        let mut uses: HashMap<NodeId, usize> = HashMap::new();
+        for group in &self.partition.groups {
+            for &i in &group.inputs {
+                *uses.entry(i).or_default() += 1;
+            }
+        }
+        for &o in &g.outputs {
+            *uses.entry(o).or_default() += 1;
+        }
+        let mut values: HashMap<NodeId, Arc<DeviceTensor>> = HashMap::new();
+        for (group, kernel) in self.partition.groups.iter().zip(&self.kernels) {
+            let args = group
+                .inputs
+                .iter()
+                .map(|&i| value_of(g, &values, inputs, i))
+                .collect::<Result<Vec<_>, _>>()?;
+            let root = g.nodes.get(group.root.index()).ok_or_else(|| {
+                CudaError::Inputs(format!("group root {} does not exist", group.root))
+            })?;
+            // Stencils run over the output's shape; scans and reductions over the input's.
+            let dims: Vec<usize> = match (group.kind, args.first()) {
+                (GroupKind::Stencil, _) => root.ty.shape.clone(),
+                (_, Some(x)) => x.shape().to_vec(),
+                (_, None) => {
+                    return Err(CudaError::Inputs(format!(
+                        "{} group {} without an input",
+                        group.kind.name(),
+                        group.root
+                    )))
+                }
+            };
+            let refs: Vec<&DeviceTensor> = args.iter().map(|a| a.as_ref()).collect();
+            let out = engine.launch(kernel, &self.options, &refs, &dims)?;
+            if out.shape() != root.ty.shape.as_slice() || out.dtype() != root.ty.dtype {
+                return Err(CudaError::Inputs(format!(
+                    "group {} produced {} {:?}, the graph says {}",
+                    group.root,
+                    out.dtype(),
+                    out.shape(),
+                    root.ty
+                )));
+            }
+            values.insert(group.root, Arc::new(out));
+            for &i in &group.inputs {
+                if let Some(u) = uses.get_mut(&i) {
+                    *u -= 1;
+                    if *u == 0 {
+                        values.remove(&i);
+                    }
+                }
+            }
+        }
+        g.outputs
+            .iter()
+            .map(|&o| value_of(g, &values, inputs, o))
+            .collect()
+    }
+
+    /// Runs the graph on host `inputs`; returns its outputs as fresh contiguous host tensors.
+    pub fn run(&self, engine: &CudaEngine, inputs: &[Tensor]) -> Result<Vec<Tensor>, CudaError> {
+        check_inputs(&self.optimized, inputs)?;
+        let dev = self.upload(engine, inputs)?;
+        let outs = self.launch(engine, &dev)?;
+        let mut host = Vec::with_capacity(outs.len());
+        for (k, (o, &id)) in outs.iter().zip(&self.optimized.outputs).enumerate() {
+            // A graph input returned as an output: a fresh copy of the host input (as the CPU
+            // engine does), not a round trip through the device.
+            if let NodeKind::Input { index } = self.optimized.node(id).kind {
+                let t = inputs.get(index).ok_or_else(|| {
+                    CudaError::Inputs(format!("output {k} reads missing input {index}"))
+                })?;
+                let c = t.to_contiguous();
+                let fresh = if Arc::ptr_eq(c.storage(), t.storage()) {
+                    Tensor::from_storage(Storage::clone(c.storage()), c.shape())?
+                } else {
+                    c
+                };
+                host.push(fresh);
+            } else {
+                host.push(engine.download(o)?);
+            }
+        }
+        Ok(host)
+    }
+
+    /// Times the kernels alone (inputs already on the device, outputs not copied back) with
+    /// CUDA events: `warmup` untimed runs, then `reps` timed ones; returns the milliseconds
+    /// of each timed run.
+    pub fn time_kernels(
+        &self,
+        engine: &CudaEngine,
+        inputs: &[Tensor],
+        warmup: usize,
+        reps: usize,
+    ) -> Result<Vec<f64>, CudaError> {
+        let dev = self.upload(engine, inputs)?;
+        for _ in 0..warmup {
+            self.launch(engine, &dev)?;
+        }
+        engine.synchronize()?;
+        let mut times = Vec::with_capacity(reps);
+        for _ in 0..reps {
+            let start = engine.record_event()?;
+            let outs = self.launch(engine, &dev)?;
+            let end = engine.record_event()?;
+            times.push(engine.elapsed_ms(&start, &end)?);
+            drop(outs);
+        }
+        Ok(times)
+    }
+}
+
+/// The device tensor holding node `id`'s value: a graph input or a computed group root.
+fn value_of(
+    g: &Graph,
+    values: &HashMap<NodeId, Arc<DeviceTensor>>,
+    inputs: &[Arc<DeviceTensor>],
+    id: NodeId,
+) -> Result<Arc<DeviceTensor>, CudaError> {
+    let node = g
+        .nodes
+        .get(id.index())
+        .ok_or_else(|| CudaError::Inputs(format!("node {id} does not exist")))?;
+    if let NodeKind::Input { index } = node.kind {
+        return inputs
+            .get(index)
+            .cloned()
+            .ok_or_else(|| CudaError::Inputs(format!("graph input {index} missing")));
+    }
+    values.get(&id).cloned().ok_or_else(|| {
+        CudaError::Inputs(format!(
+            "{id} ({}) is used before any kernel computed it",
+            node.kind.name()
+        ))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kiln_ir::{Border, DType, Footprint, GraphBuilder, ReduceOp};
+
+    /// A scan feeding a window max (two groups), plus the input returned as an output.
+    fn graph() -> Graph {
+        let mut b = GraphBuilder::new();
+        let x = b.input(DType::F32, &[1, 2, 5, 6]).unwrap();
+        let s = b.scan(x, 3, ReduceOp::Sum).unwrap();
+        let fp = Footprint::scipy_box(&[3, 3], &[0, 0]);
+        let m = b
+            .window_reduce(s, ReduceOp::Max, &fp, Border::Reflect)
+            .unwrap();
+        b.finish(&[m, x]).unwrap()
+    }
+
+    #[test]
+    fn compile_matches_the_cpu_engine_pipeline() {
+        let g = graph();
+        let c = CudaGraph::compile(&g, CompileOptions::default()).unwrap();
+        let cpu = crate::fused::Engine::new().compile(&g).unwrap();
+        assert_eq!(c.optimized, cpu.optimized);
+        assert_eq!(c.partition, cpu.partition);
+        let cpu_kernels: Vec<Kernel> = cpu.kernels.iter().map(|k| k.kernel.clone()).collect();
+        assert_eq!(c.kernels, cpu_kernels);
+        assert_eq!(c.kernel_count(), 2);
+    }
+
+    /// Without a GPU: the clear error. With one: the graph (a scan feeding a stencil, plus
+    /// an input returned as an output) is bit-exact against eager.
+    #[test]
+    fn graph_errors_without_gpu_or_matches_eager() {
+        let engine = match CudaEngine::new(0) {
+            Err(CudaError::NoDevice(msg)) => {
+                assert!(!msg.is_empty());
+                eprintln!("no GPU here ({msg}); nothing else to check");
+                return;
+            }
+            Err(e) => panic!("unexpected error: {e}"),
+            Ok(e) => e,
+        };
+        let g = graph();
+        let data: Vec<f32> = (0..60)
+            .map(|i| match i % 13 {
+                3 => f32::NAN,
+                7 => -0.0,
+                _ => (i as f32 * 0.37).sin(),
+            })
+            .collect();
+        let x = Tensor::from_f32(data, &[1, 2, 5, 6]).unwrap();
+        let c = CudaGraph::compile(&g, CompileOptions::default()).unwrap();
+        let got = c.run(&engine, std::slice::from_ref(&x)).unwrap();
+        let want = crate::eager::run(&g, std::slice::from_ref(&x)).unwrap();
+        assert_eq!(got.len(), want.len());
+        for (a, b) in got.iter().zip(&want) {
+            assert_eq!(crate::tensor::first_difference(a, b), None);
+        }
+    }
+}
