@@ -580,3 +580,142 @@ fn unusual_outputs_and_unused_inputs() {
         check(&engine, &g, &format!("unusual outputs {shape:?}"));
     }
 }
+
+/// How a median's NaN guard is written.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Guard {
+    /// kornia: `window Any(not(is_finite(x)))` under `constant(false)`.
+    KorniaNonFinite,
+    /// `or` of `is_nan` of every tap.
+    IsNanTaps,
+    /// `or` of `is_nan` of every tap but the last: the network's masks must stay.
+    MissingTap,
+    /// `and` of the taps' tests: no cover, masks must stay.
+    AndOfTaps,
+}
+
+/// A `k`x`k` median (an odd-even sorting network's middle wire) selected away by `guard`.
+fn guarded_median(dtype: DType, shape: &[usize], k: i64, border: Border, guard: Guard) -> Graph {
+    let mut b = GraphBuilder::new();
+    let x = b.input(dtype, shape).unwrap();
+    let h = k / 2;
+    let mut taps = Vec::new();
+    for dy in -h..=h {
+        for dx in -h..=h {
+            taps.push(b.gather(x, &[dy, dx], border).unwrap());
+        }
+    }
+    let n = taps.len() as u32;
+    let med = b.network(&taps, n, &sort_pairs(n), (n - 1) / 2).unwrap();
+    let g = match guard {
+        Guard::KorniaNonFinite => {
+            let f = b.unary(UnaryOp::IsFinite, x).unwrap();
+            let nf = b.unary(UnaryOp::Not, f).unwrap();
+            let size = [k as usize, k as usize];
+            let fp = Footprint::scipy_box(&size, &[0, 0]);
+            b.window_reduce(
+                nf,
+                ReduceOp::Any,
+                &fp,
+                Border::Constant(Scalar::Bool(false)),
+            )
+            .unwrap()
+        }
+        Guard::IsNanTaps | Guard::MissingTap | Guard::AndOfTaps => {
+            let used = if guard == Guard::MissingTap {
+                taps.len() - 1
+            } else {
+                taps.len()
+            };
+            let tests: Vec<NodeId> = taps[..used]
+                .iter()
+                .map(|&t| b.unary(UnaryOp::IsNan, t).unwrap())
+                .collect();
+            let op = if guard == Guard::AndOfTaps {
+                BinaryOp::And
+            } else {
+                BinaryOp::Or
+            };
+            let mut any = tests[0];
+            for &t in &tests[1..] {
+                any = b.binary(op, any, t).unwrap();
+            }
+            any
+        }
+    };
+    // A non-NaN replacement, so a wrongly unmasked NaN cannot hide behind the constant.
+    let c = b.constant_like(Scalar::from_f64(dtype, -7.5), x).unwrap();
+    let out = b.select(g, c, med).unwrap();
+    b.finish(&[out]).unwrap()
+}
+
+/// Whether the fused compile of `g` elided any NaN masks.
+fn elides_masks(engine: &Engine, g: &Graph) -> bool {
+    let c = engine.compile(g).unwrap();
+    c.kernels
+        .iter()
+        .any(|k| k.describe().contains("without NaN masks"))
+}
+
+#[test]
+fn nan_masks_elided_only_under_a_dominating_guard() {
+    let engine = Engine::new();
+    let nan_cval = Scalar::F32(0x7fc0_0077);
+    let shapes: [[usize; 4]; 6] = [
+        [1, 1, 1, 1],
+        [1, 1, 1, 13],
+        [1, 1, 11, 1],
+        [1, 2, 9, 37],
+        [2, 1, 6, 19],
+        [1, 1, 23, 8],
+    ];
+    for guard in [
+        Guard::KorniaNonFinite,
+        Guard::IsNanTaps,
+        Guard::MissingTap,
+        Guard::AndOfTaps,
+    ] {
+        for k in [3, 5] {
+            for border in [
+                Border::Constant(Scalar::f32(0.0)),
+                Border::Constant(Scalar::f32(-0.0)),
+                Border::Constant(nan_cval),
+                Border::Nearest,
+                Border::Reflect,
+                Border::Mirror,
+                Border::Wrap,
+            ] {
+                let g = guarded_median(DType::F32, &[1, 1, 8, 8], k, border, guard);
+                let expect = match guard {
+                    // Its guard sees only in-range taps: exact for non-NaN zero padding,
+                    // not for taps that read remapped (possibly NaN) elements.
+                    Guard::KorniaNonFinite => {
+                        matches!(border, Border::Constant(c) if c != nan_cval)
+                    }
+                    Guard::IsNanTaps => true,
+                    Guard::MissingTap | Guard::AndOfTaps => false,
+                };
+                assert_eq!(
+                    elides_masks(&engine, &g),
+                    expect,
+                    "{guard:?} k={k} {border}"
+                );
+                for shape in shapes {
+                    let g = guarded_median(DType::F32, &shape, k, border, guard);
+                    check(
+                        &engine,
+                        &g,
+                        &format!("guarded median {guard:?} k={k} {border}"),
+                    );
+                }
+            }
+        }
+    }
+    // f64 keeps the scalar path; the rule is the same.
+    for guard in [Guard::KorniaNonFinite, Guard::MissingTap] {
+        let border = Border::Constant(Scalar::f64(0.0));
+        let g = guarded_median(DType::F64, &[1, 2, 9, 13], 3, border, guard);
+        assert_eq!(elides_masks(&engine, &g), guard == Guard::KorniaNonFinite);
+        check(&engine, &g, &format!("guarded median f64 {guard:?}"));
+    }
+}

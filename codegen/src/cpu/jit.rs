@@ -3,7 +3,7 @@
 
 use std::sync::Mutex;
 
-use cranelift_codegen::ir::{types, AbiParam, Type, UserFuncName, Value};
+use cranelift_codegen::ir::{types, AbiParam, InstBuilder, Type, UserFuncName, Value};
 use cranelift_codegen::settings::{self, Configurable};
 use cranelift_codegen::Context;
 use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext};
@@ -93,6 +93,58 @@ impl Jit {
         if let Err(e) = built {
             self.module.clear_context(&mut self.ctx);
             return Err(e);
+        }
+        let disasm = std::env::var_os("KILN_DISASM").is_some();
+        self.ctx.set_disasm(disasm);
+        let r = self
+            .module
+            .define_function(id, &mut self.ctx)
+            .map_err(|e| cl_err(name, e));
+        if disasm {
+            if let Some(text) = self.ctx.compiled_code().and_then(|c| c.vcode.as_ref()) {
+                eprintln!("; {name}\n{text}");
+            }
+        }
+        self.module.clear_context(&mut self.ctx);
+        r.map(|()| id)
+    }
+
+    /// Defines `name`, a [`super::RowFn`] that computes one row by calling `rows_fn` (a
+    /// [`super::RowsFn`]) with `nrows == 1`, so each stage's body is compiled once.
+    pub(crate) fn define_row_forwarder(
+        &mut self,
+        name: &str,
+        rows_fn: FuncId,
+    ) -> Result<FuncId, CodegenError> {
+        let mut sig = self.module.make_signature();
+        sig.params
+            .extend([types::I64; 5].iter().map(|&t| AbiParam::new(t)));
+        let id = self
+            .module
+            .declare_function(name, Linkage::Local, &sig)
+            .map_err(|e| cl_err(name, e))?;
+        self.module.clear_context(&mut self.ctx);
+        self.ctx.func.signature = sig;
+        self.ctx.func.name = UserFuncName::user(0, id.as_u32());
+        let callee = self
+            .module
+            .declare_func_in_func(rows_fn, &mut self.ctx.func);
+        let cfg = self.module.target_config();
+        {
+            let mut b = FunctionBuilder::new(&mut self.ctx.func, &mut self.fctx);
+            let entry = b.create_block();
+            b.append_block_params_for_function_params(entry);
+            b.switch_to_block(entry);
+            let p = b.block_params(entry).to_vec();
+            let zero = b.ins().iconst(types::I64, 0);
+            let one = b.ins().iconst(types::I64, 1);
+            // rows, row_steps (never read at row 0 beyond being a valid array: `strides`),
+            // strides, out, out_row_step, out_stride, width, nrows.
+            b.ins()
+                .call(callee, &[p[0], p[1], p[1], p[2], zero, p[3], p[4], one]);
+            b.ins().return_(&[]);
+            b.seal_all_blocks();
+            b.finalize(cfg);
         }
         let r = self
             .module

@@ -9,6 +9,7 @@
 
 mod along;
 mod jit;
+mod nanguard;
 mod rowfn;
 mod values;
 
@@ -61,6 +62,22 @@ pub type RowFn = unsafe extern "C" fn(
     width: i64,
 );
 
+/// Computes `nrows` consecutive output rows of a stencil stage: row `r` is what [`RowFn`]
+/// computes with `rows[s] + r * row_steps[s]` (bytes) as slot `s`'s pointer, `strides` as
+/// the column strides and `out + r * out_row_step` (bytes) as the output row. The caller
+/// guarantees that every advanced pointer is what the per-row resolution would give (rows
+/// in range with a uniform step, or a stride-0 constant with step 0).
+pub type RowsFn = unsafe extern "C" fn(
+    rows: *const *const u8,
+    row_steps: *const i64,
+    strides: *const i64,
+    out: *mut u8,
+    out_row_step: i64,
+    out_stride: i64,
+    width: i64,
+    nrows: i64,
+);
+
 /// `out[x] = op(acc[x], src[x])` for `x < width` (strides in elements): one step of a scan or
 /// reduction along an outer axis.
 pub type CombineFn = unsafe extern "C" fn(
@@ -91,6 +108,9 @@ pub struct CpuStage {
     pub slots: Vec<RowSlot>,
     /// The compiled row function.
     pub func: RowFn,
+    /// The same stage over several rows in one call (optional: hand-written stages may
+    /// leave it out, and the runtime then calls `func` per row).
+    pub rows: Option<RowsFn>,
 }
 
 /// What a compiled kernel exposes to the runtime.
@@ -160,7 +180,13 @@ pub fn compile(kernel: &Kernel, options: &CompileOptions) -> Result<CpuKernel, C
     let fault = options.fault;
     let mut notes = Vec::new();
     enum Pending {
-        Stencil(Vec<(Vec<RowSlot>, cranelift_module::FuncId)>),
+        Stencil(
+            Vec<(
+                Vec<RowSlot>,
+                cranelift_module::FuncId,
+                cranelift_module::FuncId,
+            )>,
+        ),
         Along {
             axis: usize,
             op: ReduceOp,
@@ -175,11 +201,14 @@ pub fn compile(kernel: &Kernel, options: &CompileOptions) -> Result<CpuKernel, C
             let mut out = Vec::with_capacity(stages.len());
             for (i, stage) in stages.iter().enumerate() {
                 let plan = rowfn::plan_stage(kernel, i, fault)?;
-                let id = j.define(&format!("stage{i}"), &rowfn::row_params(), |b, params| {
-                    rowfn::build(b, stage, &plan, params, fault)
-                })?;
+                let rows_id = j.define(
+                    &format!("stage{i}_rows"),
+                    &rowfn::rows_params(),
+                    |b, params| rowfn::build_rows(b, stage, &plan, params, fault),
+                )?;
+                let id = j.define_row_forwarder(&format!("stage{i}"), rows_id)?;
                 notes.push(plan.describe(i, stage));
-                out.push((plan.slots, id));
+                out.push((plan.slots, id, rows_id));
             }
             Pending::Stencil(out)
         }
@@ -209,14 +238,25 @@ pub fn compile(kernel: &Kernel, options: &CompileOptions) -> Result<CpuKernel, C
         Pending::Stencil(stages) => CpuBody::Stencil(
             stages
                 .into_iter()
-                .map(|(slots, id)| {
+                .map(|(slots, id, rows_id)| {
                     let ptr = module.get_finalized_function(id);
-                    // SAFETY: `ptr` is the finalized code of a function defined with the
-                    // signature `rowfn::row_params()`, which is exactly `RowFn`'s (three
-                    // pointers and two i64, no result, the platform's C calling convention).
+                    let rptr = module.get_finalized_function(rows_id);
+                    // SAFETY: `ptr` is the finalized code of a function defined with five
+                    // I64 parameters (`define_row_forwarder`), exactly `RowFn`'s (three
+                    // pointers and two i64, no result, the platform's C calling convention);
+                    // `rptr` likewise with `rowfn::rows_params()`, eight I64, `RowsFn`'s.
                     // The code lives as long as `module`, which the returned `CpuKernel` owns.
-                    let func = unsafe { std::mem::transmute::<*const u8, RowFn>(ptr) };
-                    CpuStage { slots, func }
+                    let (func, rows) = unsafe {
+                        (
+                            std::mem::transmute::<*const u8, RowFn>(ptr),
+                            std::mem::transmute::<*const u8, RowsFn>(rptr),
+                        )
+                    };
+                    CpuStage {
+                        slots,
+                        func,
+                        rows: Some(rows),
+                    }
                 })
                 .collect(),
         ),

@@ -29,11 +29,6 @@ fn bad(msg: impl Into<String>) -> CodegenError {
 /// Largest column or row offset accepted (a tensor never has more elements).
 const MAX_OFFSET: i64 = 1 << 40;
 
-/// Parameter types of a [`super::RowFn`].
-pub(crate) fn row_params() -> [Type; 5] {
-    [types::I64, types::I64, types::I64, types::I64, types::I64]
-}
-
 /// Checks that every stage of a stencil kernel is well typed, so that code generation
 /// never meets an inconsistent program.
 pub(crate) fn validate(kernel: &Kernel) -> Result<(), CodegenError> {
@@ -149,6 +144,9 @@ pub(crate) struct StagePlan {
     vectorisable: bool,
     /// Per instruction: min/max exchanged (the planted comparator fault).
     swapped: Vec<bool>,
+    /// Per instruction: a float min/max under a dominating NaN guard, computed without its
+    /// NaN mask (see `nanguard`).
+    unmasked: Vec<bool>,
 }
 
 impl StagePlan {
@@ -164,10 +162,16 @@ impl StagePlan {
                 SlotKind::OuterInRange => format!("in_range@{:?}", s.outer_offset),
             })
             .collect();
+        let unmasked = self.unmasked.iter().filter(|&&u| u).count();
         format!(
-            "stage {i}: {} ({} insts), columns dx in [{}, {}], {} slot(s) [{}], interior {}",
+            "stage {i}: {} ({} insts{}), columns dx in [{}, {}], {} slot(s) [{}], interior {}",
             stage.dtype(),
             stage.insts.len(),
+            if unmasked > 0 {
+                format!(", {unmasked} min/max without NaN masks under a NaN guard")
+            } else {
+                String::new()
+            },
             self.min_dx,
             self.max_dx,
             self.slots.len(),
@@ -266,6 +270,11 @@ pub(crate) fn plan_stage(
             seen.entry((is_max, key.0, key.1)).or_insert(i);
         }
     }
+    let unmasked = if fault.is_some() {
+        vec![false; stage.insts.len()]
+    } else {
+        super::nanguard::unmasked(stage)
+    };
     Ok(StagePlan {
         slots,
         slot_dtype,
@@ -274,6 +283,7 @@ pub(crate) fn plan_stage(
         max_dx,
         vectorisable,
         swapped,
+        unmasked,
     })
 }
 
@@ -369,7 +379,16 @@ fn body(
         fault,
     };
     let mut vals: Vec<Val> = Vec::with_capacity(stage.insts.len());
+    // Bools known at code-generation time on this path (constants, in-range tests in the
+    // interior); selects and logic on them are folded.
+    let mut known: Vec<Option<bool>> = Vec::with_capacity(stage.insts.len());
     for (i, inst) in stage.insts.iter().enumerate() {
+        let mut kn: Option<bool> = None;
+        if let Some((v, k)) = fold_known(&mut em, &inst.op, &vals, &known)? {
+            vals.push(v);
+            known.push(k);
+            continue;
+        }
         let v = match &inst.op {
             Op::Load { offset, border, .. } => {
                 let s = plan.slot_of[i].ok_or_else(|| bad("load without slot"))?;
@@ -428,6 +447,7 @@ fn body(
                     _ => match outer {
                         Some(f) => em.bool_from_i8(f),
                         None => {
+                            kn = Some(true);
                             let mut c = em.constant(Scalar::Bool(true))?;
                             em.plain(&mut c)
                         }
@@ -435,7 +455,12 @@ fn body(
                 };
                 Val::plain(DType::Bool, r)
             }
-            Op::Const(c) => em.constant(*c)?,
+            Op::Const(c) => {
+                if let Scalar::Bool(b) = c {
+                    kn = Some(*b);
+                }
+                em.constant(*c)?
+            }
             Op::Unary(op, a) => {
                 let mut va = vals[a.0 as usize];
                 let r = em.unary(*op, &mut va)?;
@@ -445,7 +470,7 @@ fn body(
             Op::Binary(op, a, c) => {
                 let (ai, ci) = (a.0 as usize, c.0 as usize);
                 let (mut va, mut vc) = (vals[ai], vals[ci]);
-                let r = em.binary(*op, &mut va, &mut vc, plan.swapped[i])?;
+                let r = em.binary(*op, &mut va, &mut vc, plan.swapped[i], !plan.unmasked[i])?;
                 vals[ai] = va;
                 vals[ci] = vc;
                 r
@@ -467,25 +492,77 @@ fn body(
             }
         };
         vals.push(v);
+        known.push(kn);
     }
     let mut r = vals[stage.result.0 as usize];
     Ok(em.plain(&mut r))
+}
+
+/// Folds an instruction whose bool operands make it known without code: a select with a
+/// known condition, `and`/`or` with a known side, `not` of a known bool. Returns the value
+/// and whether it is itself a known bool.
+#[allow(clippy::type_complexity)]
+fn fold_known(
+    em: &mut Em,
+    op: &Op,
+    vals: &[Val],
+    known: &[Option<bool>],
+) -> Result<Option<(Val, Option<bool>)>, CodegenError> {
+    let k = |v: &crate::kernel::ValueId| known.get(v.0 as usize).copied().flatten();
+    let val = |v: &crate::kernel::ValueId| vals[v.0 as usize];
+    let konst = |em: &mut Em, b: bool| -> Result<Option<(Val, Option<bool>)>, CodegenError> {
+        Ok(Some((em.constant(Scalar::Bool(b))?, Some(b))))
+    };
+    let pass = |v: &crate::kernel::ValueId| Ok(Some((val(v), k(v))));
+    match op {
+        Op::Select(c, a, e) => match (k(c), k(e)) {
+            (Some(true), _) => pass(a),
+            (Some(false), _) => pass(e),
+            (None, Some(false)) => {
+                let mut vc = vals[c.0 as usize];
+                Ok(em.fin_gate(&mut vc, &val(a)).map(|v| (v, None)))
+            }
+            _ => Ok(None),
+        },
+        Op::Binary(BinaryOp::And | BinaryOp::Or, a, b)
+            if vals[a.0 as usize].dtype == DType::Bool =>
+        {
+            let is_and = matches!(op, Op::Binary(BinaryOp::And, ..));
+            match (k(a), k(b)) {
+                (Some(x), _) if x != is_and => konst(em, x),
+                (_, Some(x)) if x != is_and => konst(em, x),
+                (Some(_), _) => pass(b),
+                (_, Some(_)) => pass(a),
+                _ => Ok(None),
+            }
+        }
+        Op::Unary(UnaryOp::Not, a) => match k(a) {
+            Some(x) => konst(em, !x),
+            None => Ok(None),
+        },
+        _ => Ok(None),
+    }
 }
 
 fn arg(v: Value) -> BlockArg {
     BlockArg::Value(v)
 }
 
-/// Builds the row function of `stage` into `b` (positioned in the entry block).
-pub(crate) fn build(
+/// Parameter types of a [`super::RowsFn`].
+pub(crate) fn rows_params() -> [Type; 8] {
+    [types::I64; 8]
+}
+
+/// Loads the slot pointers (each advanced by `row * row_steps[s]` bytes when given) and
+/// column strides; returns the context and whether every `Row` slot has stride 1.
+fn load_ctx(
     b: &mut FunctionBuilder,
-    stage: &Stage,
     plan: &StagePlan,
-    params: &[Value],
-    fault: Option<Fault>,
-) -> Result<(), CodegenError> {
-    let (rows, strides, out, out_stride, width) =
-        (params[0], params[1], params[2], params[3], params[4]);
+    rows: Value,
+    strides: Value,
+    width: Value,
+    advance: Option<(Value, Value)>,
+) -> (RowCtx, Option<Value>) {
     let i64t = types::I64;
     let mut ctx = RowCtx {
         ptr: Vec::new(),
@@ -496,7 +573,12 @@ pub(crate) fn build(
     };
     let mut unit_strides: Option<Value> = None;
     for (s, slot) in plan.slots.iter().enumerate() {
-        let p = b.ins().load(i64t, mem(), rows, (8 * s) as i32);
+        let mut p = b.ins().load(i64t, mem(), rows, (8 * s) as i32);
+        if let Some((row_steps, row)) = advance {
+            let rs = b.ins().load(i64t, mem(), row_steps, (8 * s) as i32);
+            let off = b.ins().imul(rs, row);
+            p = b.ins().iadd(p, off);
+        }
         ctx.ptr.push(p);
         match slot.kind {
             SlotKind::Row { .. } => {
@@ -516,6 +598,76 @@ pub(crate) fn build(
             }
         }
     }
+    (ctx, unit_strides)
+}
+
+/// Builds the multi-row function of `stage` (a [`super::RowsFn`]): a loop over `nrows` rows
+/// around the row body, every slot pointer advanced by its row step per row.
+pub(crate) fn build_rows(
+    b: &mut FunctionBuilder,
+    stage: &Stage,
+    plan: &StagePlan,
+    params: &[Value],
+    fault: Option<Fault>,
+) -> Result<(), CodegenError> {
+    let (rows, row_steps, strides, out, out_row_step, out_stride, width, nrows) = (
+        params[0], params[1], params[2], params[3], params[4], params[5], params[6], params[7],
+    );
+    let i64t = types::I64;
+    let hdr = b.create_block();
+    b.append_block_param(hdr, i64t);
+    let row_blk = b.create_block();
+    let next = b.create_block();
+    let exit = b.create_block();
+    let zero = b.ins().iconst(i64t, 0);
+    b.ins().jump(hdr, &[arg(zero)]);
+
+    b.switch_to_block(hdr);
+    let r = b.block_params(hdr)[0];
+    let more = b.ins().icmp(IntCC::SignedLessThan, r, nrows);
+    b.ins().brif(more, row_blk, &[], exit, &[]);
+
+    b.switch_to_block(row_blk);
+    let (ctx, unit_strides) = load_ctx(b, plan, rows, strides, width, Some((row_steps, r)));
+    let off = b.ins().imul(r, out_row_step);
+    let out_r = b.ins().iadd(out, off);
+    emit_row(
+        b,
+        stage,
+        plan,
+        &ctx,
+        unit_strides,
+        out_r,
+        out_stride,
+        fault,
+        next,
+    )?;
+
+    b.switch_to_block(next);
+    let r1 = b.ins().iadd_imm_s(r, 1);
+    b.ins().jump(hdr, &[arg(r1)]);
+
+    b.switch_to_block(exit);
+    b.ins().return_(&[]);
+    Ok(())
+}
+
+/// Emits one output row (border columns, vector interior, scalar tail) from the current
+/// block; jumps to `done` at the end.
+#[allow(clippy::too_many_arguments)]
+fn emit_row(
+    b: &mut FunctionBuilder,
+    stage: &Stage,
+    plan: &StagePlan,
+    ctx: &RowCtx,
+    unit_strides: Option<Value>,
+    out: Value,
+    out_stride: Value,
+    fault: Option<Fault>,
+    done: cranelift_codegen::ir::Block,
+) -> Result<(), CodegenError> {
+    let i64t = types::I64;
+    let width = ctx.width;
     let out_d = stage.dtype();
     let out_step = b.ins().imul_imm_s(out_stride, esize(out_d));
 
@@ -543,7 +695,7 @@ pub(crate) fn build(
 
     b.switch_to_block(border_blk);
     let x = b.block_params(border_blk)[0];
-    let v = body(b, stage, plan, &ctx, x, Path::Border, fault)?;
+    let v = body(b, stage, plan, ctx, x, Path::Border, fault)?;
     store(b, v, x);
     let x1 = b.ins().iadd_imm_s(x, 1);
     let at_lo = b.ins().icmp(IntCC::Equal, x1, xlo);
@@ -555,7 +707,7 @@ pub(crate) fn build(
     b.switch_to_block(interior);
     let scal_hdr = b.create_block();
     b.append_block_param(scal_hdr, i64t);
-    let exit = b.create_block();
+    let exit = done;
     if plan.vectorisable {
         let vec_hdr = b.create_block();
         b.append_block_param(vec_hdr, i64t);
@@ -575,7 +727,7 @@ pub(crate) fn build(
         b.ins().brif(fits, vec_body, &[], scal_hdr, &[arg(x)]);
 
         b.switch_to_block(vec_body);
-        let v = body(b, stage, plan, &ctx, x, Path::Vector, fault)?;
+        let v = body(b, stage, plan, ctx, x, Path::Vector, fault)?;
         let off = b.ins().ishl_imm_u(x, 2);
         let addr = b.ins().iadd(out, off);
         b.ins().store(mem(), v, addr, 0);
@@ -591,12 +743,10 @@ pub(crate) fn build(
     b.ins().brif(more, scal_body, &[], exit, &[]);
 
     b.switch_to_block(scal_body);
-    let v = body(b, stage, plan, &ctx, x, Path::Scalar, fault)?;
+    let v = body(b, stage, plan, ctx, x, Path::Scalar, fault)?;
     store(b, v, x);
     let x1 = b.ins().iadd_imm_s(x, 1);
     b.ins().jump(scal_hdr, &[arg(x1)]);
 
-    b.switch_to_block(exit);
-    b.ins().return_(&[]);
     Ok(())
 }

@@ -25,8 +25,17 @@ pub(crate) struct Val {
     /// The value's dtype.
     pub(crate) dtype: DType,
     plain: Option<Value>,
-    /// Total-order key and NaN mask (floats only).
-    key: Option<(Value, Value)>,
+    /// Total-order key (floats only).
+    key: Option<Value>,
+    /// NaN mask (floats only). A value in key form without a mask is an *unmasked* min/max
+    /// result: its NaN-ness is ignored because a dominating guard discards it whenever any
+    /// of its inputs is NaN (see `nanguard`).
+    nan: Option<Value>,
+    /// For a bool from a finiteness test of an f32: `(a, neg)` with `a` the f32's bits with
+    /// the sign cleared (`I32` / `I32X4`, so `0 <= a < 2^31`); the bool is `a < +Inf bits`
+    /// (finite), or `a >= +Inf bits` when `neg`. ORs of non-finite tests (and ANDs of finite
+    /// tests) combine as one integer `smax`, compared once when the plain bool is needed.
+    fin: Option<(Value, bool)>,
 }
 
 impl Val {
@@ -36,6 +45,8 @@ impl Val {
             dtype,
             plain: Some(v),
             key: None,
+            nan: None,
+            fin: None,
         }
     }
 }
@@ -176,16 +187,44 @@ impl Em<'_, '_> {
         if let Some(p) = v.plain {
             return p;
         }
-        let (k, n) = v.key.expect("a value has a plain or a key form");
+        if let Some((a, neg)) = v.fin {
+            // `a` is non-negative, so signed compares (one `pcmpgtd`) are exact.
+            let kt = self.key_ty(DType::F32);
+            let inf = f32::INFINITY.to_bits() as i64;
+            let p = if neg {
+                let lim = self.int_splat(kt, inf - 1);
+                self.b.ins().icmp(IntCC::SignedGreaterThan, a, lim)
+            } else {
+                let lim = self.int_splat(kt, inf);
+                self.b.ins().icmp(IntCC::SignedGreaterThan, lim, a)
+            };
+            v.plain = Some(p);
+            return p;
+        }
         let d = v.dtype;
+        let k = match v.key {
+            Some(k) => k,
+            // Unreachable by construction (a value has a plain, key or finiteness form);
+            // a zero keeps code generation total.
+            None => {
+                let t = self.ty(d);
+                let z = self.int_splat(self.key_ty(d), 0);
+                return self.b.ins().bitcast(t, MemFlagsData::new(), z);
+            }
+        };
         let kt = self.key_ty(d);
         let bits = self.flip(d, k);
-        let cb = Self::canon_bits(d) as i64;
-        let canon = self.int_splat(kt, cb);
-        let bits = if self.vec {
-            self.b.ins().bitselect(n, canon, bits)
-        } else {
-            self.b.ins().select(n, canon, bits)
+        let bits = match v.nan {
+            Some(n) => {
+                let cb = Self::canon_bits(d) as i64;
+                let canon = self.int_splat(kt, cb);
+                if self.vec {
+                    self.b.ins().bitselect(n, canon, bits)
+                } else {
+                    self.b.ins().select(n, canon, bits)
+                }
+            }
+            None => bits,
         };
         let t = self.ty(d);
         let p = self.b.ins().bitcast(t, MemFlagsData::new(), bits);
@@ -201,23 +240,67 @@ impl Em<'_, '_> {
         self.b.ins().bxor(k, s)
     }
 
-    /// The key form of a float value: total-order key and NaN mask.
-    fn key(&mut self, v: &mut Val) -> (Value, Value) {
+    /// The total-order key of a float value.
+    fn key(&mut self, v: &mut Val) -> Value {
         if let Some(k) = v.key {
             return k;
         }
         let d = v.dtype;
-        let p = v.plain.expect("a value has a plain or a key form");
+        let p = self.plain(v);
         let kt = self.key_ty(d);
         let bits = self.b.ins().bitcast(kt, MemFlagsData::new(), p);
         let k = self.flip(d, bits);
-        let n = self.b.ins().fcmp(FloatCC::Unordered, p, p);
-        v.key = Some((k, n));
-        (k, n)
+        v.key = Some(k);
+        k
     }
 
-    /// kiln's float min (`max == false`) or max.
-    fn float_minmax(&mut self, max: bool, a: &mut Val, b: &mut Val) -> Val {
+    /// The NaN mask of a float value.
+    fn nan(&mut self, v: &mut Val) -> Value {
+        if let Some(n) = v.nan {
+            return n;
+        }
+        let p = self.plain(v);
+        let n = self.b.ins().fcmp(FloatCC::Unordered, p, p);
+        v.nan = Some(n);
+        n
+    }
+
+    /// `c && x` for `x` a non-finite test in integer form: stays in that form (the integer
+    /// is zeroed where `c` is false, and zero is finite). `None` when `x` is not in that form.
+    pub(crate) fn fin_gate(&mut self, c: &mut Val, x: &Val) -> Option<Val> {
+        let (a, true) = x.fin? else {
+            return None;
+        };
+        let pc = self.plain(c);
+        let g = if self.vec {
+            self.b.ins().band(pc, a)
+        } else {
+            let z = self.b.ins().iconst(types::I32, 0);
+            self.b.ins().select(pc, a, z)
+        };
+        let mut r = Val::plain(DType::Bool, g);
+        r.plain = None;
+        r.fin = Some((g, true));
+        Some(r)
+    }
+
+    /// The f32's bits with the sign cleared, as an integer (`I32` / `I32X4`).
+    fn abs_bits(&mut self, p: Value) -> Value {
+        let kt = self.key_ty(DType::F32);
+        let bits = self.b.ins().bitcast(kt, MemFlagsData::new(), p);
+        let m = self.int_splat(kt, 0x7fff_ffff);
+        self.b.ins().band(bits, m)
+    }
+
+    /// kiln's float min (`max == false`) or max. With `masked == false` the NaN mask is not
+    /// propagated (only for values under a dominating NaN guard, see `nanguard`).
+    pub(crate) fn float_minmax(
+        &mut self,
+        max: bool,
+        a: &mut Val,
+        b: &mut Val,
+        masked: bool,
+    ) -> Val {
         let d = a.dtype;
         if self.fault == Some(Fault::FminSemantics) {
             let pa = self.plain(a);
@@ -229,23 +312,30 @@ impl Em<'_, '_> {
             };
             return Val::plain(d, r);
         }
-        let (ka, na) = self.key(a);
-        let (kb, nb) = self.key(b);
+        let ka = self.key(a);
+        let kb = self.key(b);
         let k = if max {
             self.b.ins().smax(ka, kb)
         } else {
             self.b.ins().smin(ka, kb)
         };
-        let n = if self.fault == Some(Fault::DropNanMask) {
-            let t = self.b.func.dfg.value_type(na);
-            self.int_splat(t, 0)
+        let n = if !masked {
+            None
+        } else if self.fault == Some(Fault::DropNanMask) {
+            let t = self.key_ty(d);
+            let t = if self.vec { t } else { types::I8 };
+            Some(self.int_splat(t, 0))
         } else {
-            self.b.ins().bor(na, nb)
+            let na = self.nan(a);
+            let nb = self.nan(b);
+            Some(self.b.ins().bor(na, nb))
         };
         Val {
             dtype: d,
             plain: None,
-            key: Some((k, n)),
+            key: Some(k),
+            nan: n,
+            fin: None,
         }
     }
 
@@ -253,6 +343,25 @@ impl Em<'_, '_> {
     pub(crate) fn unary(&mut self, op: UnaryOp, x: &mut Val) -> Result<Val, CodegenError> {
         let d = x.dtype;
         self.need_scalar_or_f32_bool(d)?;
+        match (op, d) {
+            (UnaryOp::IsFinite, DType::F32) => {
+                let p = self.plain(x);
+                let a = self.abs_bits(p);
+                let mut r = Val::plain(DType::Bool, a);
+                r.plain = None;
+                r.fin = Some((a, false));
+                return Ok(r);
+            }
+            (UnaryOp::Not, DType::Bool) => {
+                if let Some((a, neg)) = x.fin {
+                    let mut r = Val::plain(DType::Bool, a);
+                    r.plain = None;
+                    r.fin = Some((a, !neg));
+                    return Ok(r);
+                }
+            }
+            _ => {}
+        }
         let p = self.plain(x);
         let r = match (op, d) {
             (UnaryOp::Neg, DType::F32 | DType::F64) => {
@@ -304,6 +413,7 @@ impl Em<'_, '_> {
         a: &mut Val,
         b: &mut Val,
         swap: bool,
+        masked: bool,
     ) -> Result<Val, CodegenError> {
         let d = a.dtype;
         if b.dtype != d {
@@ -317,7 +427,22 @@ impl Em<'_, '_> {
         };
         let float = d.is_float();
         if float && matches!(op, BinaryOp::Min | BinaryOp::Max) {
-            return Ok(self.float_minmax(op == BinaryOp::Max, a, b));
+            return Ok(self.float_minmax(op == BinaryOp::Max, a, b, masked));
+        }
+        // OR of non-finite tests / AND of finite tests: one integer max.
+        if let (Some((fa, na)), Some((fb, nb))) = (a.fin, b.fin) {
+            let ok = match op {
+                BinaryOp::Or | BinaryOp::Max => na && nb,
+                BinaryOp::And | BinaryOp::Min => !na && !nb,
+                _ => false,
+            };
+            if ok {
+                let m = self.b.ins().smax(fa, fb);
+                let mut r = Val::plain(DType::Bool, m);
+                r.plain = None;
+                r.fin = Some((m, na));
+                return Ok(r);
+            }
         }
         let pa = self.plain(a);
         let pb = self.plain(b);

@@ -55,6 +55,14 @@ enum Target {
     InRange(bool),
 }
 
+/// Argument arrays of a multi-row call, reused across calls.
+#[derive(Default)]
+struct RunBufs {
+    ptrs: Vec<*const u8>,
+    steps: Vec<i64>,
+    strides: Vec<i64>,
+}
+
 /// Everything a block needs, shared read-only between threads.
 struct Job<'a> {
     stages: &'a [CpuStage],
@@ -66,6 +74,16 @@ struct Job<'a> {
     width: usize,
     /// Per stage, per slot: the border constant's bytes (native order), for `Constant`.
     consts: Vec<Vec<u64>>,
+    /// Per stage: the range `[lo, hi)` of the run axis (the last outer axis) where every
+    /// slot's row offset along that axis stays inside the shape, so consecutive output rows
+    /// read consecutive source rows (see [`Job::try_rows`]).
+    interior: Vec<(usize, usize)>,
+}
+
+/// The run axis: the last outer axis (the innermost spatial axis but one, or the channel
+/// axis when there is one spatial axis).
+fn run_axis(shape: &[usize]) -> usize {
+    shape.len() - 2
 }
 
 /// Checks the stages' slots against the inputs and each other before any pointer is formed.
@@ -168,6 +186,24 @@ pub(crate) fn run(
                 .collect()
         })
         .collect();
+    let a = run_axis(shape);
+    let interior = stages
+        .iter()
+        .map(|st| {
+            let (mut dmin, mut dmax) = (0i64, 0i64);
+            if a >= 2 {
+                for slot in &st.slots {
+                    let d = slot.outer_offset.get(a - 2).copied().unwrap_or(0);
+                    dmin = dmin.min(d);
+                    dmax = dmax.max(d);
+                }
+            }
+            let n = shape[a] as i64;
+            let lo = (-dmin).clamp(0, n);
+            let hi = (n - dmax).clamp(lo, n);
+            (lo as usize, hi as usize)
+        })
+        .collect();
     let job = Job {
         stages,
         dtypes,
@@ -175,6 +211,7 @@ pub(crate) fn run(
         shape,
         width,
         consts,
+        interior,
     };
     let out_dtype = dtypes[dtypes.len() - 1];
     let mut storage = Storage::zeros(out_dtype, rows * width);
@@ -289,28 +326,145 @@ impl Job<'_> {
         let mut scratch: Vec<Vec<u64>> = Vec::with_capacity(last);
         let mut ptrs: Vec<*const u8> = Vec::new();
         let mut strides: Vec<i64> = Vec::new();
+        let mut bufs = RunBufs::default();
         for (k, rows) in needed.iter().enumerate() {
             let row_bytes = self.width * self.dtypes[k].size_bytes();
             let mut buf = vec![0u64; (rows.len() * row_bytes).div_ceil(8)];
             let base = buf.as_mut_ptr() as *mut u8;
-            for (p, &row) in rows.iter().enumerate() {
+            let mut p = 0;
+            while p < rows.len() {
+                let row = rows[p];
                 self.decode(row, &mut oc);
                 // SAFETY: `p < rows.len()`, so the row's bytes `p*row_bytes..(p+1)*row_bytes`
                 // lie inside `buf` (at least `rows.len() * row_bytes` bytes).
                 let dst = unsafe { base.add(p * row_bytes) };
+                // Consecutive rows of one run (bounded by the end of `rows`).
+                let mut n = self.run_len(k, &oc, rows.len() - p);
+                while n > 1 && rows[p + n - 1] != row + n - 1 {
+                    n = (1..n).find(|&i| rows[p + i] != row + i).unwrap_or(n);
+                }
+                if n > 1 && self.try_rows(k, &oc, n, dst, &needed, &scratch, &mut bufs)? {
+                    p += n;
+                    continue;
+                }
                 self.row(k, &oc, dst, &needed, &scratch, &mut ptrs, &mut strides)?;
+                p += 1;
             }
             scratch.push(buf);
         }
         let row_bytes = self.width * self.dtypes[last].size_bytes();
-        for row in r0..r1 {
+        let mut row = r0;
+        while row < r1 {
             self.decode(row, &mut oc);
             // SAFETY: `row < rows` (the output's row count), and the output holds `rows * width` elements of the
             // last stage's dtype, so this row's bytes are inside it; blocks own disjoint rows.
             let dst = unsafe { out.get().add(row * row_bytes) };
+            let n = self.run_len(last, &oc, r1 - row);
+            if n > 1 && self.try_rows(last, &oc, n, dst, &needed, &scratch, &mut bufs)? {
+                row += n;
+                continue;
+            }
             self.row(last, &oc, dst, &needed, &scratch, &mut ptrs, &mut strides)?;
+            row += 1;
         }
         Ok(())
+    }
+
+    /// How many rows from the row at outer coordinates `oc` (at most `max`) stay in one
+    /// plane and inside stage `j`'s run interior: 0 when the row itself is outside it.
+    fn run_len(&self, j: usize, oc: &[usize], max: usize) -> usize {
+        let a = run_axis(self.shape);
+        let (lo, hi) = self.interior[j];
+        let y = oc[a];
+        if y < lo || y >= hi {
+            return 0;
+        }
+        (hi - y).min(max)
+    }
+
+    /// Computes `n` consecutive rows of stage `j` (the first at outer coordinates `oc`, all inside the run interior of one plane) with one call of
+    /// the stage's multi-row function, into `dst` (rows contiguous). Returns false, having
+    /// written nothing, when the stage has no multi-row function or a slot's rows are not
+    /// uniformly spaced (earlier-stage rows that are not consecutive in scratch).
+    #[allow(clippy::too_many_arguments)]
+    fn try_rows(
+        &self,
+        j: usize,
+        oc: &[usize],
+        n: usize,
+        dst: *mut u8,
+        needed: &[Vec<usize>],
+        scratch: &[Vec<u64>],
+        bufs: &mut RunBufs,
+    ) -> Result<bool, RuntimeError> {
+        let stage = &self.stages[j];
+        let Some(rows_fn) = stage.rows else {
+            return Ok(false);
+        };
+        let a = run_axis(self.shape);
+        bufs.ptrs.clear();
+        bufs.steps.clear();
+        bufs.strides.clear();
+        for (s, slot) in stage.slots.iter().enumerate() {
+            let (p, step, st) = match self.resolve(oc, slot) {
+                Target::Input { ptr, stride } => {
+                    let Source::Input(i) = (match &slot.kind {
+                        SlotKind::Row { source, .. } => *source,
+                        SlotKind::OuterInRange => return Ok(false),
+                    }) else {
+                        return Ok(false);
+                    };
+                    let t = &self.inputs[i as usize];
+                    let step = t.strides()[a] as i64 * t.dtype().size_bytes() as i64;
+                    (ptr, step, stride)
+                }
+                Target::Constant => (&self.consts[j][s] as *const u64 as *const u8, 0, 0),
+                Target::InRange(b) => (&IN_RANGE[b as usize] as *const u8, 0, 0),
+                Target::Stage { stage: k, row: r } => {
+                    let Some(rows) = needed.get(k).filter(|_| k < scratch.len()) else {
+                        return Ok(false);
+                    };
+                    let Ok(p) = rows.binary_search(&r) else {
+                        return Ok(false);
+                    };
+                    // Sorted and deduplicated: consecutive iff the last one is `n - 1` on.
+                    if rows.get(p + n - 1) != Some(&(r + n - 1)) {
+                        return Ok(false);
+                    }
+                    let row_bytes = self.width * self.dtypes[k].size_bytes();
+                    // SAFETY: `p + n - 1` indexes `needed[k]` and scratch[k] holds
+                    // `needed[k].len() * row_bytes` bytes, so rows `p..p + n` are inside it.
+                    let ptr = unsafe { (scratch[k].as_ptr() as *const u8).add(p * row_bytes) };
+                    (ptr, row_bytes as i64, 1)
+                }
+            };
+            bufs.ptrs.push(p);
+            bufs.steps.push(step);
+            bufs.strides.push(st);
+        }
+        let out_row_step = (self.width * self.dtypes[j].size_bytes()) as i64;
+        // SAFETY: as for the per-row call in `row`, for each of the `n` rows: the rows lie
+        // in one plane and inside the run interior of stage `j`
+        // (`run_len`), so along the run axis every slot's row is in range and advances by
+        // exactly one source row per output row (its stride along that axis for inputs,
+        // one scratch row for earlier stages, checked consecutive above), while every other
+        // coordinate, and so every constant or in-range answer, stays the same (step 0).
+        // So `ptrs[s] + r * steps[s]` is the pointer the per-row resolution gives for row
+        // `r` of the run. `dst` has room for `n` contiguous rows of `width` elements of the
+        // stage's dtype (the caller's output or scratch range).
+        unsafe {
+            rows_fn(
+                bufs.ptrs.as_ptr(),
+                bufs.steps.as_ptr(),
+                bufs.strides.as_ptr(),
+                dst,
+                out_row_step,
+                1,
+                self.width as i64,
+                n as i64,
+            );
+        }
+        Ok(true)
     }
 
     /// Computes one row of stage `j` at outer coordinates `oc` into `dst` (contiguous).
@@ -371,6 +525,7 @@ mod tests {
     //! The scheduler tested with hand-written row functions, independent of Cranelift.
 
     use super::*;
+    use kiln_codegen::cpu::RowsFn;
     use kiln_ir::semantics::remap_index;
 
     /// Row function: `out[x] = rows[0][x] + rows[1][x] + rows[2][x]` (f32, left to right),
@@ -396,6 +551,42 @@ mod tests {
             unsafe { *(out as *mut f32).offset(x * out_stride as isize) = acc };
         }
     }
+
+    /// `sum3` over `nrows` rows, per the [`RowsFn`] contract: slot pointers advanced by
+    /// their row steps, the output by `out_row_step`. Counts its calls in `RUNS`.
+    #[allow(clippy::too_many_arguments)]
+    unsafe extern "C" fn sum3_rows(
+        rows: *const *const u8,
+        row_steps: *const i64,
+        strides: *const i64,
+        out: *mut u8,
+        out_row_step: i64,
+        out_stride: i64,
+        width: i64,
+        nrows: i64,
+    ) {
+        RUNS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        for r in 0..nrows as isize {
+            let mut p = [std::ptr::null::<u8>(); 3];
+            for (s, q) in p.iter_mut().enumerate() {
+                // SAFETY: test row function; the scheduler passes 3 row pointers and steps
+                // such that each advanced pointer is a valid row.
+                unsafe { *q = (*rows.add(s)).offset(r * *row_steps.add(s) as isize) };
+            }
+            // SAFETY: as above; `out` has `nrows` rows `out_row_step` bytes apart.
+            unsafe {
+                sum3(
+                    p.as_ptr(),
+                    strides,
+                    out.offset(r * out_row_step as isize),
+                    out_stride,
+                    width,
+                )
+            };
+        }
+    }
+
+    static RUNS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
 
     fn vertical(source: Source, border: Border, rank: usize) -> Vec<RowSlot> {
         (-1..=1)
@@ -441,52 +632,70 @@ mod tests {
             let x = data(h * w);
             let t = Tensor::from_f32(x.clone(), &[1, 1, h, w]).unwrap();
             for border in Border::all(Scalar::f32(-2.5)) {
-                let one = [CpuStage {
-                    slots: vertical(Source::Input(0), border, 4),
-                    func: sum3,
-                }];
-                let got =
-                    run(&one, &[DType::F32], std::slice::from_ref(&t), &[1, 1, h, w]).unwrap();
-                let want = reference(&x, h, w, border);
-                let got_v: Vec<u32> = got
-                    .to_scalars()
-                    .iter()
-                    .map(|s| match s {
-                        Scalar::F32(b) => *b,
-                        _ => panic!(),
-                    })
-                    .collect();
-                let want_v: Vec<u32> = want.iter().map(|v| v.to_bits()).collect();
-                assert_eq!(got_v, want_v, "one stage {h}x{w} {border}");
-
-                let two = [
-                    CpuStage {
+                for multi in [None, Some(sum3_rows as RowsFn)] {
+                    let one = [CpuStage {
                         slots: vertical(Source::Input(0), border, 4),
                         func: sum3,
-                    },
-                    CpuStage {
-                        slots: vertical(Source::Stage(0), border, 4),
-                        func: sum3,
-                    },
-                ];
-                let got = run(
-                    &two,
-                    &[DType::F32, DType::F32],
-                    std::slice::from_ref(&t),
-                    &[1, 1, h, w],
-                )
-                .unwrap();
-                let want2 = reference(&want, h, w, border);
-                let got_v: Vec<u32> = got
-                    .to_scalars()
-                    .iter()
-                    .map(|s| match s {
-                        Scalar::F32(b) => *b,
-                        _ => panic!(),
-                    })
-                    .collect();
-                let want_v: Vec<u32> = want2.iter().map(|v| v.to_bits()).collect();
-                assert_eq!(got_v, want_v, "two stages {h}x{w} {border}");
+                        rows: multi,
+                    }];
+                    let runs0 = RUNS.load(std::sync::atomic::Ordering::Relaxed);
+                    let got =
+                        run(&one, &[DType::F32], std::slice::from_ref(&t), &[1, 1, h, w]).unwrap();
+                    if multi.is_some() && h >= 9 {
+                        // Rows 3..h-3 are interior (offsets ±3): at least one multi-row call.
+                        assert!(
+                            RUNS.load(std::sync::atomic::Ordering::Relaxed) > runs0,
+                            "no multi-row call for {h}x{w} {border}"
+                        );
+                    }
+                    let want = reference(&x, h, w, border);
+                    let got_v: Vec<u32> = got
+                        .to_scalars()
+                        .iter()
+                        .map(|s| match s {
+                            Scalar::F32(b) => *b,
+                            _ => panic!(),
+                        })
+                        .collect();
+                    let want_v: Vec<u32> = want.iter().map(|v| v.to_bits()).collect();
+                    assert_eq!(got_v, want_v, "one stage {h}x{w} {border}");
+
+                    let two = [
+                        CpuStage {
+                            slots: vertical(Source::Input(0), border, 4),
+                            func: sum3,
+                            rows: multi,
+                        },
+                        CpuStage {
+                            slots: vertical(Source::Stage(0), border, 4),
+                            func: sum3,
+                            rows: multi,
+                        },
+                    ];
+                    let got = run(
+                        &two,
+                        &[DType::F32, DType::F32],
+                        std::slice::from_ref(&t),
+                        &[1, 1, h, w],
+                    )
+                    .unwrap();
+                    let want2 = reference(&want, h, w, border);
+                    let got_v: Vec<u32> = got
+                        .to_scalars()
+                        .iter()
+                        .map(|s| match s {
+                            Scalar::F32(b) => *b,
+                            _ => panic!(),
+                        })
+                        .collect();
+                    let want_v: Vec<u32> = want2.iter().map(|v| v.to_bits()).collect();
+                    assert_eq!(
+                        got_v,
+                        want_v,
+                        "two stages {h}x{w} {border} {}",
+                        multi.is_some()
+                    );
+                }
             }
         }
     }
@@ -501,6 +710,7 @@ mod tests {
         let one = [CpuStage {
             slots: vertical(Source::Input(0), Border::Wrap, 4),
             func: sum3,
+            rows: Some(sum3_rows),
         }];
         let a = run(&one, &[DType::F32], &[t], &[1, 1, h, w]).unwrap();
         let b = run(&one, &[DType::F32], &[tt], &[1, 1, h, w]).unwrap();
@@ -513,6 +723,7 @@ mod tests {
         let wrong_stage = [CpuStage {
             slots: vertical(Source::Stage(0), Border::Wrap, 4),
             func: sum3,
+            rows: Some(sum3_rows),
         }];
         assert!(run(
             &wrong_stage,
@@ -524,6 +735,7 @@ mod tests {
         let wrong_input = [CpuStage {
             slots: vertical(Source::Input(3), Border::Wrap, 4),
             func: sum3,
+            rows: Some(sum3_rows),
         }];
         assert!(run(
             &wrong_input,
@@ -535,6 +747,7 @@ mod tests {
         let wrong_shape = [CpuStage {
             slots: vertical(Source::Input(0), Border::Wrap, 4),
             func: sum3,
+            rows: Some(sum3_rows),
         }];
         assert!(run(&wrong_shape, &[DType::F32], &[t], &[1, 1, 2, 3]).is_err());
     }
