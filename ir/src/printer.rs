@@ -117,7 +117,7 @@ fn write_node(out: &mut String, id: usize, node: &Node) {
 }
 
 impl fmt::Display for Graph {
-    /// The text form of [`print`].
+    /// The text form of [`print()`].
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&print(self))
     }

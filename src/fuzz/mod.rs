@@ -2,7 +2,7 @@
 //!
 //! [`fuzz`] generates random well-typed graphs with random shapes, layouts and data
 //! ([`gen`], [`data`]), runs each through both paths ([`harness`]), shrinks every finding
-//! ([`shrink`]) and saves a replayable reproducer ([`corpus`]). [`replay`] re-runs saved
+//! ([`shrink`](mod@shrink)) and saves a replayable reproducer ([`corpus`]). [`replay`] re-runs saved
 //! reproducers. Everything is deterministic for a given seed. See docs/FUZZING.md.
 
 pub mod corpus;

@@ -15,7 +15,7 @@ pub use prune::{eval_network, prune, prune_network, PrunedNetwork};
 
 use crate::graph::Graph;
 
-/// The optimisation pipeline every executor of fused kernels runs before [`fuse`]:
+/// The optimisation pipeline every executor of fused kernels runs before [`fuse()`]:
 /// `cse → dce → prune → decompose → cse → dce`. Each pass preserves the graph's bits
 /// exactly (see each pass's documentation).
 pub fn optimize(graph: &Graph) -> Graph {
