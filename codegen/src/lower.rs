@@ -31,6 +31,11 @@ use kiln_ir::{BinaryOp, Border, DType, Graph, NodeId, NodeKind, ReduceOp, Scalar
 use crate::kernel::{Inst, Kernel, KernelBody, Op, Source, Stage, ValueId};
 use crate::CodegenError;
 
+/// Most instructions one stage may have. Cranelift's compile time grows faster than linearly
+/// with function size (a 21x21 median, ~10k instructions, compiles in seconds); past this
+/// limit lowering refuses with a clear error instead of stalling for minutes.
+pub const MAX_STAGE_INSTS: usize = 20_000;
+
 /// Lowers `group` of `graph` to the kernel form.
 ///
 /// Fails (never panics) when the group does not have the shape the fusion rules promise:
@@ -153,7 +158,17 @@ fn lower_stencil(graph: &Graph, group: &FusedGroup) -> Result<KernelBody, Codege
             memo: HashMap::new(),
         };
         let result = b.eval(Req::V(group.stages[j], Vec::new(), Border::Nearest))?;
-        stages.push(b.prog.finish(result));
+        let stage = b.prog.finish(result);
+        if stage.insts.len() > MAX_STAGE_INSTS {
+            return Err(err(format!(
+                "stage {j} of the group rooted at {} has {} instructions, more than the JIT \
+                 limit of {MAX_STAGE_INSTS} (compile time grows faster than linearly); use \
+                 a smaller window, or run it eagerly",
+                group.root,
+                stage.insts.len()
+            )));
+        }
+        stages.push(stage);
     }
     Ok(KernelBody::Stencil { stages })
 }

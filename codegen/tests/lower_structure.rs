@@ -454,8 +454,19 @@ fn deep_chains_and_wide_dags_lower_without_recursion_blowup() {
         v = b.binary(BinaryOp::Add, v, x).unwrap();
     }
     let g = b.finish(&[v]).unwrap();
+    // It is walked completely (no stack overflow), then refused by the size limit.
+    let e = lower(&g, &stencil(v, vec![x], vec![v], all_members(&g, 1))).unwrap_err();
+    assert!(e.to_string().contains("50001 instructions"), "{e}");
+    // Under the limit the same chain lowers to one instruction per node.
+    let mut b = GraphBuilder::new();
+    let x = b.input(DType::U8, &[1, 1, 3]).unwrap();
+    let mut v = x;
+    for _ in 0..19_000 {
+        v = b.binary(BinaryOp::Add, v, x).unwrap();
+    }
+    let g = b.finish(&[v]).unwrap();
     let k = lower(&g, &stencil(v, vec![x], vec![v], all_members(&g, 1))).unwrap();
-    assert_eq!(stages_of(&k.body)[0].insts.len(), 50_001);
+    assert_eq!(stages_of(&k.body)[0].insts.len(), 19_001);
     // A DAG whose tree expansion is 2^60 nodes: memoisation keeps it linear.
     let mut b = GraphBuilder::new();
     let x = b.input(DType::F32, &[1, 1, 3]).unwrap();
@@ -470,4 +481,32 @@ fn deep_chains_and_wide_dags_lower_without_recursion_blowup() {
     let k = lower(&g, &stencil(s, vec![x], vec![s], all_members(&g, 1))).unwrap();
     // one load, 60 muls, in_range, const, select
     assert_eq!(stages_of(&k.body)[0].insts.len(), 64);
+}
+
+/// A stage past the instruction limit is refused with a clear error instead of compiling for
+/// minutes.
+#[test]
+fn oversized_stages_are_refused() {
+    use kiln_ir::{Border, DType, Footprint, GraphBuilder, ReduceOp};
+    let mut b = GraphBuilder::new();
+    let x = b.input(DType::F32, &[1, 1, 8, 8]).unwrap();
+    // 151x151 offsets: 22801 loads plus a sum chain, far past the limit.
+    let fp = Footprint::scipy_box(&[151, 151], &[0, 0]);
+    let s = b
+        .window_reduce(x, ReduceOp::Sum, &fp, Border::Reflect)
+        .unwrap();
+    let g = b.finish(&[s]).unwrap();
+    let p = kiln_ir::passes::fuse(&g);
+    let e = kiln_codegen::lower::lower(&g, &p.groups[0]).unwrap_err();
+    assert!(e.to_string().contains("JIT limit"), "{e}");
+    // Just under a tenth of it lowers fine.
+    let mut b = GraphBuilder::new();
+    let x = b.input(DType::F32, &[1, 1, 8, 8]).unwrap();
+    let fp = Footprint::scipy_box(&[31, 31], &[0, 0]);
+    let s = b
+        .window_reduce(x, ReduceOp::Sum, &fp, Border::Reflect)
+        .unwrap();
+    let g = b.finish(&[s]).unwrap();
+    let p = kiln_ir::passes::fuse(&g);
+    assert!(kiln_codegen::lower::lower(&g, &p.groups[0]).is_ok());
 }

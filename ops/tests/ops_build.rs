@@ -657,3 +657,18 @@ fn every_dtype_for_rank_and_morphology_filters() {
         }
     }
 }
+
+/// Windows past the selection-network limit are refused with a clear error, not a stall.
+#[test]
+fn oversized_median_windows_are_refused() {
+    let ty = kiln_ir::TensorType {
+        dtype: kiln_ir::DType::F32,
+        shape: vec![1, 1, 64, 64],
+    };
+    let ok = kiln_ops::build_op("median_blur", &[("k".into(), "21".into())], &ty);
+    assert!(ok.is_ok(), "{ok:?}");
+    for (op, p, v) in [("median_blur", "k", "23"), ("median_filter", "size", "22")] {
+        let err = kiln_ops::build_op(op, &[(p.into(), v.into())], &ty).unwrap_err();
+        assert!(err.to_string().contains("too large"), "{op}: {err}");
+    }
+}
