@@ -12,7 +12,7 @@ pub mod harness;
 pub mod rng;
 pub mod shrink;
 
-use std::io::Write as _;
+use std::io::{IsTerminal as _, Write as _};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -304,6 +304,14 @@ pub fn fuzz(opts: &FuzzOptions) -> FuzzReport {
         },
     };
     let mut last_progress = Instant::now();
+    // On a terminal the line is redrawn in place every 250 ms; in a log (CI) a plain line is
+    // written every 5 s instead, so the log stays readable.
+    let terminal = std::io::stderr().is_terminal();
+    let (every, lead, tail) = if terminal {
+        (Duration::from_millis(250), "\r", "   ")
+    } else {
+        (Duration::from_secs(5), "", "\n")
+    };
     for i in 0..opts.cases {
         if opts.time_limit.is_some_and(|t| start.elapsed() >= t) {
             break;
@@ -354,11 +362,11 @@ pub fn fuzz(opts: &FuzzOptions) -> FuzzReport {
                 }
             }
         }
-        if opts.progress && last_progress.elapsed() >= Duration::from_millis(250) {
+        if opts.progress && last_progress.elapsed() >= every {
             last_progress = Instant::now();
             let rate = report.cases as f64 / start.elapsed().as_secs_f64().max(1e-9);
             eprint!(
-                "\rfuzz: {}/{} cases, {rate:.0}/s, {} kernels, {} mismatches, {} crashes   ",
+                "{lead}fuzz: {}/{} cases, {rate:.0}/s, {} kernels, {} mismatches, {} crashes{tail}",
                 report.cases,
                 opts.cases,
                 harness.kernels_compiled(),
@@ -368,7 +376,7 @@ pub fn fuzz(opts: &FuzzOptions) -> FuzzReport {
             let _ = std::io::stderr().flush();
         }
     }
-    if opts.progress {
+    if opts.progress && terminal {
         eprintln!();
     }
     report.kernels_compiled = harness.kernels_compiled();
