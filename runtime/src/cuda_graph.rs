@@ -93,15 +93,7 @@ impl CudaGraph {
             )));
         }
         // Remaining readers of each materialised value, so intermediates are freed early.
-        let mut uses: HashMap<NodeId, usize> = HashMap::new();
-        for group in &self.partition.groups {
-            for &i in &group.inputs {
-                *uses.entry(i).or_default() += 1;
-            }
-        }
-        for &o in &g.outputs {
-            *uses.entry(o).or_default() += 1;
-        }
+        let mut uses = self.partition.reads(g);
         let mut values: HashMap<NodeId, Arc<DeviceTensor>> = HashMap::new();
         for (group, kernel) in self.partition.groups.iter().zip(&self.kernels) {
             let args = group

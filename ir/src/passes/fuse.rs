@@ -230,6 +230,22 @@ impl GroupKind {
 }
 
 impl Partition {
+    /// How many times each materialised value is read: once per group that takes it as an
+    /// input, plus once per appearance among `graph`'s outputs. Executors count these down
+    /// to free intermediates right after their last reader.
+    pub fn reads(&self, graph: &Graph) -> std::collections::HashMap<NodeId, usize> {
+        let mut uses = std::collections::HashMap::new();
+        for group in &self.groups {
+            for &i in &group.inputs {
+                *uses.entry(i).or_default() += 1;
+            }
+        }
+        for &o in &graph.outputs {
+            *uses.entry(o).or_default() += 1;
+        }
+        uses
+    }
+
     /// A readable summary for `kiln dump`: one line per group with its kind, root (and the
     /// root's operation), stages, member count and inputs.
     pub fn describe(&self, graph: &Graph) -> String {
