@@ -41,13 +41,29 @@ fn main() {
     let fmin = Engine::with_options(CompileOptions {
         fault: Some(Fault::FminSemantics),
     });
-    println!("{n}x{n} f32, {} threads; median ms of 31 runs", rayon::current_num_threads());
-    println!("{:<34} {:>10} {:>10} {:>7}", "graph", "kiln rule", "fmin/fmax", "ratio");
+    println!(
+        "{n}x{n} f32, {} threads; median ms of 31 runs",
+        rayon::current_num_threads()
+    );
+    println!(
+        "{:<34} {:>10} {:>10} {:>7}",
+        "graph", "kiln rule", "fmin/fmax", "ratio"
+    );
     let cases = [
         ("median_blur k=3 (NaN-guarded)", "median_blur", "k", "3"),
         ("median_blur k=5 (NaN-guarded)", "median_blur", "k", "5"),
-        ("median_filter size=3 (NaN mask)", "median_filter", "size", "3"),
-        ("grey_erosion size=3 (NaN mask)", "grey_erosion", "size", "3"),
+        (
+            "median_filter size=3 (NaN mask)",
+            "median_filter",
+            "size",
+            "3",
+        ),
+        (
+            "grey_erosion size=3 (NaN mask)",
+            "grey_erosion",
+            "size",
+            "3",
+        ),
     ];
     for (label, op, p, v) in cases {
         let g = kiln::ops::build_op(op, &[(p.into(), v.into())], &ty).expect("builds");
@@ -58,6 +74,11 @@ fn main() {
         }
         a.sort_by(f64::total_cmp);
         b.sort_by(f64::total_cmp);
-        println!("{label:<34} {:>10.3} {:>10.3} {:>7.2}", a[1], b[1], a[1] / b[1]);
+        println!(
+            "{label:<34} {:>10.3} {:>10.3} {:>7.2}",
+            a[1],
+            b[1],
+            a[1] / b[1]
+        );
     }
 }

@@ -70,7 +70,7 @@ fn step(
     };
     let mut a = Val::plain(d, acc);
     let mut v = Val::plain(d, x);
-    let mut r = em.binary(op.combiner(), &mut a, &mut v, false, true)?;
+    let mut r = em.binary(op.combiner(), &mut a, &mut v, false, true, false)?;
     Ok(em.plain(&mut r))
 }
 

@@ -27,9 +27,24 @@ impl Jit {
     /// A module for the host ISA, optimising for speed. No fast-math-like flag exists in
     /// Cranelift and none is set; the verifier runs in debug builds.
     pub(crate) fn new() -> Result<Jit, CodegenError> {
+        Jit::with_speed(true)
+    }
+
+    /// A module for cold code (border columns): no mid-end optimisation and the
+    /// single-pass register allocator, for a fraction of the compile time. Semantics are
+    /// the same (Cranelift's settings never change results).
+    pub(crate) fn cold() -> Result<Jit, CodegenError> {
+        Jit::with_speed(false)
+    }
+
+    fn with_speed(speed: bool) -> Result<Jit, CodegenError> {
         let mut fb = settings::builder();
-        fb.set("opt_level", "speed")
+        fb.set("opt_level", if speed { "speed" } else { "none" })
             .map_err(|e| cl_err("opt_level", e))?;
+        if !speed {
+            fb.set("regalloc_algorithm", "single_pass")
+                .map_err(|e| cl_err("regalloc_algorithm", e))?;
+        }
         fb.set(
             "enable_verifier",
             if cfg!(debug_assertions) {
@@ -57,6 +72,14 @@ impl Jit {
             ctx,
             fctx: FunctionBuilderContext::new(),
         })
+    }
+
+    /// The signature of a function with parameters `params` and no result, in this
+    /// module's calling convention.
+    pub(crate) fn signature(&self, params: &[Type]) -> cranelift_codegen::ir::Signature {
+        let mut sig = self.module.make_signature();
+        sig.params.extend(params.iter().map(|&t| AbiParam::new(t)));
+        sig
     }
 
     /// Declares and defines a function `name` with parameters `params` and no result;
@@ -163,19 +186,19 @@ impl Jit {
     }
 }
 
-/// Owns a finalized JIT module and frees its code memory on drop.
-pub(crate) struct CodeOwner(Mutex<Option<JITModule>>);
+/// Owns finalized JIT modules and frees their code memory on drop.
+pub(crate) struct CodeOwner(Mutex<Vec<JITModule>>);
 
 impl CodeOwner {
-    pub(crate) fn new(module: JITModule) -> CodeOwner {
-        CodeOwner(Mutex::new(Some(module)))
+    pub(crate) fn new(modules: Vec<JITModule>) -> CodeOwner {
+        CodeOwner(Mutex::new(modules))
     }
 }
 
 impl Drop for CodeOwner {
     fn drop(&mut self) {
         let slot = self.0.get_mut().unwrap_or_else(|e| e.into_inner());
-        if let Some(module) = slot.take() {
+        for module in slot.drain(..) {
             // SAFETY: the module's function pointers are only reachable through the
             // `CpuKernel` that owns this value; the runtime keeps that kernel (an
             // `Arc<CpuKernel>`) alive while any of its functions runs, so once the kernel is

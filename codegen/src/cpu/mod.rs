@@ -8,6 +8,7 @@
 //! path that remaps column indices.
 
 mod along;
+mod bytevec;
 mod jit;
 mod nanguard;
 mod rowfn;
@@ -53,7 +54,8 @@ pub struct RowSlot {
 ///   under a constant border, at one element holding the constant, with `strides[s] == 0`);
 /// * `strides[s]` is that row's column stride in elements (any value, 0 included);
 /// * `out` points at column 0 of the output row, `out_stride` is its column stride in elements;
-/// * `width` is the number of columns (`>= 1`), the same for every source.
+/// * `width` is the number of columns (`>= 1`), the same for every source;
+/// * the output row overlaps no source row (the interior may write a column twice).
 pub type RowFn = unsafe extern "C" fn(
     rows: *const *const u8,
     strides: *const i64,
@@ -177,6 +179,7 @@ impl CpuKernel {
 pub fn compile(kernel: &Kernel, options: &CompileOptions) -> Result<CpuKernel, CodegenError> {
     let t0 = Instant::now();
     let mut j = jit::Jit::new()?;
+    let mut cold_module = None;
     let fault = options.fault;
     let mut notes = Vec::new();
     enum Pending {
@@ -198,16 +201,55 @@ pub fn compile(kernel: &Kernel, options: &CompileOptions) -> Result<CpuKernel, C
     let pending = match &kernel.body {
         KernelBody::Stencil { stages } => {
             rowfn::validate(kernel)?;
+            let plans = (0..stages.len())
+                .map(|i| rowfn::plan_stage(kernel, i, fault))
+                .collect::<Result<Vec<_>, _>>()?;
+            // Border columns of big stages first, in a module of their own compiled for
+            // compile speed; the row functions call them by address.
+            let mut borders: Vec<Option<rowfn::BorderCall>> = vec![None; stages.len()];
+            let split: Vec<bool> = stages
+                .iter()
+                .zip(&plans)
+                .map(|(st, p)| rowfn::split_border(p, st))
+                .collect();
+            if split.iter().any(|&s| s) {
+                let mut cj = jit::Jit::cold()?;
+                let sig = cj.signature(&rowfn::border_params());
+                let mut ids = Vec::new();
+                for (i, stage) in stages.iter().enumerate() {
+                    if split[i] {
+                        let plan = &plans[i];
+                        let id = cj.define(
+                            &format!("stage{i}_border"),
+                            &rowfn::border_params(),
+                            |b, params| rowfn::build_border(b, stage, plan, params, fault),
+                        )?;
+                        ids.push((i, id));
+                    }
+                }
+                let cm = cj.finish()?;
+                for (i, id) in ids {
+                    borders[i] = Some(rowfn::BorderCall {
+                        addr: cm.get_finalized_function(id),
+                        sig: sig.clone(),
+                    });
+                }
+                cold_module = Some(cm);
+            }
             let mut out = Vec::with_capacity(stages.len());
-            for (i, stage) in stages.iter().enumerate() {
-                let plan = rowfn::plan_stage(kernel, i, fault)?;
+            for ((i, stage), plan) in stages.iter().enumerate().zip(plans) {
+                let border = borders[i].clone();
                 let rows_id = j.define(
                     &format!("stage{i}_rows"),
                     &rowfn::rows_params(),
-                    |b, params| rowfn::build_rows(b, stage, &plan, params, fault),
+                    |b, params| rowfn::build_rows(b, stage, &plan, params, fault, border),
                 )?;
                 let id = j.define_row_forwarder(&format!("stage{i}"), rows_id)?;
-                notes.push(plan.describe(i, stage));
+                let mut note = plan.describe(i, stage);
+                if borders[i].is_some() {
+                    note.push_str("; border columns in a separate fast-compiling function");
+                }
+                notes.push(note);
                 out.push((plan.slots, id, rows_id));
             }
             Pending::Stencil(out)
@@ -292,8 +334,20 @@ pub fn compile(kernel: &Kernel, options: &CompileOptions) -> Result<CpuKernel, C
         body,
         compile_ms: t0.elapsed().as_secs_f64() * 1e3,
         notes,
-        _code: jit::CodeOwner::new(module),
+        _code: jit::CodeOwner::new(module_list(module, cold_module)),
     })
+}
+
+/// The modules a kernel owns: the main one, and the cold one when border columns were
+/// compiled apart (its code is called from the main module's, so both live as long as the
+/// kernel).
+fn module_list(
+    main: cranelift_jit::JITModule,
+    cold: Option<cranelift_jit::JITModule>,
+) -> Vec<cranelift_jit::JITModule> {
+    let mut v = vec![main];
+    v.extend(cold);
+    v
 }
 
 /// Size in bytes of one element, as used for address arithmetic.

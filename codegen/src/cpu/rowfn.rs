@@ -4,11 +4,18 @@
 //! loads and in-range tests):
 //!
 //! * the interior `[xlo, xhi)` is where every `x + dx` lies inside `[0, W)`;
-//! * border columns (`[0, xlo)` then `[xhi, W)`) run one scalar body that remaps every
-//!   column index under its load's border mode;
-//! * the interior runs four columns at a time with `F32X4` when the stage is vectorisable
-//!   and every stride is 1 (checked at run time), then a scalar tail; otherwise a scalar
-//!   loop with strided addressing and no remapping.
+//! * when every stride is 1 (checked at run time) the interior runs four columns at a time
+//!   with `F32X4` if the stage is vectorisable (sixteen with `I8X16` when every value is u8
+//!   or bool, see `bytevec`; two vectors per step for small stages), ending with one vector
+//!   overlapping the previous one;
+//! * every other column (`[0, xlo)`, the rest of the row, or all of it with strided rows)
+//!   runs one scalar body that remaps column indices under each load's border mode (a
+//!   compare and a branch per load inside the row, the remap only outside it). For big
+//!   stages that loop is a separate function compiled for compile speed (see
+//!   [`split_border`]), called once per row.
+//!
+//! Float min/max run on order keys, or in compare form inside pure min or max trees (see
+//! [`tree_form`] and `values::Tree`).
 
 use std::collections::HashMap;
 
@@ -17,6 +24,7 @@ use cranelift_codegen::ir::{types, BlockArg, InstBuilder, Type, Value};
 use cranelift_frontend::FunctionBuilder;
 use kiln_ir::{BinaryOp, Border, DType, Scalar, UnaryOp};
 
+use super::bytevec;
 use super::values::{mem, Em, Val};
 use super::{esize, RowSlot, SlotKind};
 use crate::kernel::{Kernel, KernelBody, Op, Source, Stage};
@@ -28,6 +36,20 @@ fn bad(msg: impl Into<String>) -> CodegenError {
 
 /// Largest column or row offset accepted (a tensor never has more elements).
 const MAX_OFFSET: i64 = 1 << 40;
+
+/// Stages of at most this many instructions get their vector loop unrolled by two.
+const UNROLL_MAX_INSTS: usize = 16;
+
+/// Stages of more instructions compile their border columns separately (see
+/// [`split_border`]).
+const SPLIT_BORDER_INSTS: usize = 96;
+
+/// ... or more than this many, when the stage's column offsets span at most
+/// [`SPLIT_BORDER_NARROW_SPAN`] (few border columns per row).
+const SPLIT_BORDER_NARROW_INSTS: usize = 24;
+
+/// See [`SPLIT_BORDER_NARROW_INSTS`].
+const SPLIT_BORDER_NARROW_SPAN: i64 = 4;
 
 /// Checks that every stage of a stencil kernel is well typed, so that code generation
 /// never meets an inconsistent program.
@@ -142,14 +164,31 @@ pub(crate) struct StagePlan {
     max_dx: i64,
     /// Whether the interior can run on `F32X4`.
     vectorisable: bool,
+    /// Whether the interior can run on `I8X16` (every value u8 or bool, see `bytevec`).
+    bytes: bool,
     /// Per instruction: min/max exchanged (the planted comparator fault).
     swapped: Vec<bool>,
     /// Per instruction: a float min/max under a dominating NaN guard, computed without its
     /// NaN mask (see `nanguard`).
     unmasked: Vec<bool>,
+    /// Per instruction: a float min/max computed in compare form (see [`tree_form`]).
+    tree: Vec<bool>,
+    /// Emission order of the instructions (see [`emit_order`]).
+    order: Vec<usize>,
 }
 
 impl StagePlan {
+    /// Columns per vector step of the interior, when it is vectorised.
+    fn lanes(&self) -> Option<i64> {
+        if self.vectorisable {
+            Some(4)
+        } else if self.bytes {
+            Some(super::bytevec::LANES)
+        } else {
+            None
+        }
+    }
+
     /// One line for [`super::CpuKernel::describe`].
     pub(crate) fn describe(&self, i: usize, stage: &Stage) -> String {
         let slots: Vec<String> = self
@@ -163,12 +202,18 @@ impl StagePlan {
             })
             .collect();
         let unmasked = self.unmasked.iter().filter(|&&u| u).count();
+        let tree = self.tree.iter().filter(|&&u| u).count();
         format!(
-            "stage {i}: {} ({} insts{}), columns dx in [{}, {}], {} slot(s) [{}], interior {}",
+            "stage {i}: {} ({} insts{}{}), columns dx in [{}, {}], {} slot(s) [{}], interior {}",
             stage.dtype(),
             stage.insts.len(),
             if unmasked > 0 {
                 format!(", {unmasked} min/max without NaN masks under a NaN guard")
+            } else {
+                String::new()
+            },
+            if tree > 0 {
+                format!(", {tree} min/max in compare form")
             } else {
                 String::new()
             },
@@ -177,7 +222,9 @@ impl StagePlan {
             self.slots.len(),
             slots.join(", "),
             if self.vectorisable {
-                "vectorised F32X4 (when strides are 1) + scalar tail"
+                "vectorised F32X4 (when strides are 1) + overlapped vector tail"
+            } else if self.bytes {
+                "vectorised I8X16 (when strides are 1) + overlapped vector tail"
             } else {
                 "scalar"
             }
@@ -275,6 +322,8 @@ pub(crate) fn plan_stage(
     } else {
         super::nanguard::unmasked(stage)
     };
+    let bytes = !vectorisable && super::bytevec::supported(stage);
+    let tree = tree_form(stage);
     Ok(StagePlan {
         slots,
         slot_dtype,
@@ -282,9 +331,76 @@ pub(crate) fn plan_stage(
         min_dx,
         max_dx,
         vectorisable,
+        bytes,
         swapped,
         unmasked,
+        tree,
+        order: emit_order(stage),
     })
+}
+
+/// Which float min/max instructions run in compare form (`a < b ? a : b`, one `minps`, plus
+/// a bits accumulator for the sign of zero) rather than on order keys: those in pure min
+/// (or pure max) trees. An instruction qualifies when none of its operands also feeds the
+/// opposite op (a comparator pair shares its key conversions, which keys do best), every
+/// min/max operand is a tree of the same kind, and every min/max user is one too (so no
+/// key-form consumer has to decode it). Either form gives the same bits; this only picks
+/// the cheaper one.
+pub(crate) fn tree_form(stage: &Stage) -> Vec<bool> {
+    let n = stage.insts.len();
+    let minmax = |i: usize| -> Option<(bool, u32, u32)> {
+        let inst = &stage.insts[i];
+        if !inst.dtype.is_float() {
+            return None;
+        }
+        match inst.op {
+            Op::Binary(BinaryOp::Min, a, b) => Some((false, a.0, b.0)),
+            Op::Binary(BinaryOp::Max, a, b) => Some((true, a.0, b.0)),
+            _ => None,
+        }
+    };
+    // Values used as an operand of a min (`[0]`) or of a max (`[1]`).
+    let mut feeds = vec![[false; 2]; n];
+    for i in 0..n {
+        if let Some((max, a, b)) = minmax(i) {
+            feeds[a as usize][max as usize] = true;
+            feeds[b as usize][max as usize] = true;
+        }
+    }
+    let mut tree: Vec<bool> = (0..n)
+        .map(|i| match minmax(i) {
+            Some((max, a, b)) => {
+                !feeds[a as usize][!max as usize] && !feeds[b as usize][!max as usize]
+            }
+            None => false,
+        })
+        .collect();
+    // Remove instructions with a min/max operand or user outside the trees of their kind,
+    // until nothing changes.
+    loop {
+        let mut changed = false;
+        for i in 0..n {
+            let Some((max, a, b)) = minmax(i) else {
+                continue;
+            };
+            for o in [a as usize, b as usize] {
+                if let Some((omax, ..)) = minmax(o) {
+                    let ok = tree[o] && omax == max;
+                    if tree[i] && !ok {
+                        tree[i] = false;
+                        changed = true;
+                    }
+                    if tree[o] && !(tree[i] && omax == max) {
+                        tree[o] = false;
+                        changed = true;
+                    }
+                }
+            }
+        }
+        if !changed {
+            return tree;
+        }
+    }
 }
 
 /// Run-time values available everywhere in the function (defined in the entry block).
@@ -301,10 +417,9 @@ struct RowCtx {
 
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Path {
-    /// Out-of-range columns possible: remap under the border mode.
+    /// One column, any stride; out-of-range columns possible: remap under the border
+    /// mode (a compare and a branch per load for columns inside the row).
     Border,
-    /// Every column in range, one column.
-    Scalar,
     /// Every column in range, four columns, stride 1.
     Vector,
 }
@@ -378,15 +493,28 @@ fn body(
         vec: path == Path::Vector,
         fault,
     };
-    let mut vals: Vec<Val> = Vec::with_capacity(stage.insts.len());
+    let n = stage.insts.len();
+    // Slots filled in `emit_order` (every operand before its user).
+    let mut vals: Vec<Val> = Vec::with_capacity(n);
     // Bools known at code-generation time on this path (constants, in-range tests in the
     // interior); selects and logic on them are folded.
-    let mut known: Vec<Option<bool>> = Vec::with_capacity(stage.insts.len());
-    for (i, inst) in stage.insts.iter().enumerate() {
+    let mut known: Vec<Option<bool>> = vec![None; n];
+    let mut filled = vec![false; n];
+    for &i in &plan.order {
+        let inst = &stage.insts[i];
         let mut kn: Option<bool> = None;
+        let set = |vals: &mut Vec<Val>, filled: &mut Vec<bool>, v: Val| {
+            if vals.is_empty() {
+                // Every slot starts as a copy of the first value emitted; each is
+                // overwritten before it is read (operands come first in the order).
+                vals.resize(n, v);
+            }
+            vals[i] = v;
+            filled[i] = true;
+        };
         if let Some((v, k)) = fold_known(&mut em, &inst.op, &vals, &known)? {
-            vals.push(v);
-            known.push(k);
+            set(&mut vals, &mut filled, v);
+            known[i] = k;
             continue;
         }
         let v = match &inst.op {
@@ -408,15 +536,27 @@ fn body(
                             }
                         }
                     }
-                    Path::Scalar => {
-                        let j = em.b.ins().iadd_imm_s(x, dx);
-                        let off = em.b.ins().imul(j, ctx.step[s]);
-                        let addr = em.b.ins().iadd(p, off);
-                        em.b.ins().load(ty, mem(), addr, 0)
-                    }
                     Path::Border => {
                         let j = em.b.ins().iadd_imm_s(x, dx);
-                        let m = remap(em.b, j, border, ctx, fault);
+                        let m = if dx == 0 {
+                            // `x` itself is always a column of the row.
+                            j
+                        } else if matches!(border, Border::Constant(_) | Border::Nearest) {
+                            remap(em.b, j, border, ctx, fault)
+                        } else {
+                            // In range (the interior columns, strided or narrow rows): no
+                            // division; out of range: the border's remap.
+                            let inr = em.b.ins().icmp(IntCC::UnsignedLessThan, j, ctx.width);
+                            let slow = em.b.create_block();
+                            let join = em.b.create_block();
+                            em.b.append_block_param(join, types::I64);
+                            em.b.ins().brif(inr, join, &[arg(j)], slow, &[]);
+                            em.b.switch_to_block(slow);
+                            let r = remap(em.b, j, border, ctx, fault);
+                            em.b.ins().jump(join, &[arg(r)]);
+                            em.b.switch_to_block(join);
+                            em.b.block_params(join)[0]
+                        };
                         let off = em.b.ins().imul(m, ctx.step[s]);
                         let addr = em.b.ins().iadd(p, off);
                         let v = em.b.ins().load(ty, mem(), addr, 0);
@@ -470,7 +610,14 @@ fn body(
             Op::Binary(op, a, c) => {
                 let (ai, ci) = (a.0 as usize, c.0 as usize);
                 let (mut va, mut vc) = (vals[ai], vals[ci]);
-                let r = em.binary(*op, &mut va, &mut vc, plan.swapped[i], !plan.unmasked[i])?;
+                let r = em.binary(
+                    *op,
+                    &mut va,
+                    &mut vc,
+                    plan.swapped[i],
+                    !plan.unmasked[i],
+                    plan.tree[i],
+                )?;
                 vals[ai] = va;
                 vals[ci] = vc;
                 r
@@ -491,11 +638,49 @@ fn body(
                 r
             }
         };
-        vals.push(v);
-        known.push(kn);
+        set(&mut vals, &mut filled, v);
+        known[i] = kn;
     }
-    let mut r = vals[stage.result.0 as usize];
+    let ri = stage.result.0 as usize;
+    if !filled.get(ri).copied().unwrap_or(false) {
+        return Err(bad("stage result not computed"));
+    }
+    let mut r = vals[ri];
     Ok(em.plain(&mut r))
+}
+
+/// The order in which `body` emits a stage's instructions: program order, except that each
+/// load is emitted just before its first user (Cranelift keeps the emission order, so
+/// loading all taps up front would keep them all live at once and spill).
+fn emit_order(stage: &Stage) -> Vec<usize> {
+    let n = stage.insts.len();
+    let mut order = Vec::with_capacity(n);
+    let mut done = vec![false; n];
+    let is_load = |j: usize| matches!(stage.insts[j].op, Op::Load { .. });
+    for (i, inst) in stage.insts.iter().enumerate() {
+        if is_load(i) {
+            continue;
+        }
+        let ops: &[crate::kernel::ValueId] = match &inst.op {
+            Op::Unary(_, a) | Op::Cast(a) => std::slice::from_ref(a),
+            Op::Binary(_, a, b) => &[*a, *b][..],
+            Op::Select(c, a, b) => &[*c, *a, *b][..],
+            _ => &[],
+        };
+        for o in ops {
+            let j = o.0 as usize;
+            if j < n && is_load(j) && !done[j] {
+                done[j] = true;
+                order.push(j);
+            }
+        }
+        done[i] = true;
+        order.push(i);
+    }
+    // Loads nothing uses (or that are the result), in program order.
+    let mut rest: Vec<usize> = (0..n).filter(|&j| !done[j]).collect();
+    order.append(&mut rest);
+    order
 }
 
 /// Folds an instruction whose bool operands make it known without code: a select with a
@@ -603,12 +788,16 @@ fn load_ctx(
 
 /// Builds the multi-row function of `stage` (a [`super::RowsFn`]): a loop over `nrows` rows
 /// around the row body, every slot pointer advanced by its row step per row.
+///
+/// With `border`, the columns outside the vector interior are computed by that function
+/// (see [`build_border`], called once per row through its address) instead of inline.
 pub(crate) fn build_rows(
     b: &mut FunctionBuilder,
     stage: &Stage,
     plan: &StagePlan,
     params: &[Value],
     fault: Option<Fault>,
+    border: Option<BorderCall>,
 ) -> Result<(), CodegenError> {
     let (rows, row_steps, strides, out, out_row_step, out_stride, width, nrows) = (
         params[0], params[1], params[2], params[3], params[4], params[5], params[6], params[7],
@@ -631,6 +820,7 @@ pub(crate) fn build_rows(
     let (ctx, unit_strides) = load_ctx(b, plan, rows, strides, width, Some((row_steps, r)));
     let off = b.ins().imul(r, out_row_step);
     let out_r = b.ins().iadd(out, off);
+    let border = border.map(|bc| (bc, rows_r(b, plan, &ctx), strides));
     emit_row(
         b,
         stage,
@@ -641,6 +831,7 @@ pub(crate) fn build_rows(
         out_stride,
         fault,
         next,
+        border,
     )?;
 
     b.switch_to_block(next);
@@ -649,6 +840,120 @@ pub(crate) fn build_rows(
 
     b.switch_to_block(exit);
     b.ins().return_(&[]);
+    Ok(())
+}
+
+/// A stage's border function, as the row function calls it.
+#[derive(Clone)]
+pub(crate) struct BorderCall {
+    /// Its finalized code.
+    pub(crate) addr: *const u8,
+    /// Its signature ([`border_params`], no result, the host's C convention).
+    pub(crate) sig: cranelift_codegen::ir::Signature,
+}
+
+impl BorderCall {
+    fn import(&self, b: &mut FunctionBuilder) -> cranelift_codegen::ir::SigRef {
+        b.import_signature(self.sig.clone())
+    }
+}
+
+/// Parameter types of a border function: `rows`, `strides` (as a [`super::RowFn`]), `out`,
+/// `out_stride`, `width`, and `xs`: it computes columns `[0, xlo)` and `[xs, W)`.
+pub(crate) fn border_params() -> [Type; 6] {
+    [types::I64; 6]
+}
+
+/// Whether a stage is big enough to compile its border columns as a separate function
+/// with cheaper code generation (the border body is about as large as the vector body, and
+/// register allocation dominates compile time; a call per row costs little next to a big
+/// body, but would show on small stages over narrow rows).
+pub(crate) fn split_border(plan: &StagePlan, stage: &Stage) -> bool {
+    let n = stage.insts.len();
+    // Few border columns per row (a narrow window along the row; none at all for a
+    // purely vertical stage, which then never calls the function): worth it from fewer
+    // instructions on.
+    let narrow = plan.max_dx - plan.min_dx <= SPLIT_BORDER_NARROW_SPAN;
+    n > SPLIT_BORDER_INSTS || (narrow && n > SPLIT_BORDER_NARROW_INSTS)
+}
+
+/// Builds a stage's border function: the border loop of [`emit_row`] for one row.
+pub(crate) fn build_border(
+    b: &mut FunctionBuilder,
+    stage: &Stage,
+    plan: &StagePlan,
+    params: &[Value],
+    fault: Option<Fault>,
+) -> Result<(), CodegenError> {
+    let (rows, strides, out, out_stride, width, xs) = (
+        params[0], params[1], params[2], params[3], params[4], params[5],
+    );
+    let (ctx, _) = load_ctx(b, plan, rows, strides, width, None);
+    let (xlo, _) = interior(b, plan, width);
+    let exit = b.create_block();
+    emit_border_loop(b, stage, plan, &ctx, out, out_stride, xlo, xs, fault, exit)?;
+    b.switch_to_block(exit);
+    b.ins().return_(&[]);
+    Ok(())
+}
+
+/// The row's slot pointers in a stack array (for a border call).
+fn rows_r(b: &mut FunctionBuilder, plan: &StagePlan, ctx: &RowCtx) -> Value {
+    use cranelift_codegen::ir::{StackSlotData, StackSlotKind};
+    let n = plan.slots.len().max(1) as u32;
+    let ss = b.create_sized_stack_slot(StackSlotData::new(StackSlotKind::ExplicitSlot, 8 * n, 3));
+    for (s, &p) in ctx.ptr.iter().enumerate() {
+        b.ins().stack_store(types::I64, p, ss, (8 * s) as i32);
+    }
+    b.ins().stack_addr(types::I64, ss, 0)
+}
+
+/// The interior `[xlo, xhi)` of a row of `width` columns: where every `x + dx` is inside.
+fn interior(b: &mut FunctionBuilder, plan: &StagePlan, width: Value) -> (Value, Value) {
+    let lo_c = b.ins().iconst(types::I64, (-plan.min_dx).max(0));
+    let xlo = b.ins().smin(lo_c, width);
+    let xhi = b.ins().iadd_imm_s(width, -plan.max_dx.max(0));
+    let xhi = b.ins().smax(xhi, xlo);
+    (xlo, xhi)
+}
+
+/// Emits the scalar loop over columns `[0, xlo)` then `[xs, W)` (remapping column indices),
+/// from the current block; jumps to `done`.
+#[allow(clippy::too_many_arguments)]
+fn emit_border_loop(
+    b: &mut FunctionBuilder,
+    stage: &Stage,
+    plan: &StagePlan,
+    ctx: &RowCtx,
+    out: Value,
+    out_stride: Value,
+    xlo: Value,
+    xs: Value,
+    fault: Option<Fault>,
+    done: cranelift_codegen::ir::Block,
+) -> Result<(), CodegenError> {
+    let i64t = types::I64;
+    let width = ctx.width;
+    let out_step = b.ins().imul_imm_s(out_stride, esize(stage.dtype()));
+    let border_blk = b.create_block();
+    b.append_block_param(border_blk, i64t);
+    let zero = b.ins().iconst(i64t, 0);
+    let lo_empty = b.ins().icmp_imm_s(IntCC::Equal, xlo, 0);
+    let x0 = b.ins().select(lo_empty, xs, zero);
+    let go = b.ins().icmp(IntCC::SignedLessThan, x0, width);
+    b.ins().brif(go, border_blk, &[arg(x0)], done, &[]);
+
+    b.switch_to_block(border_blk);
+    let x = b.block_params(border_blk)[0];
+    let v = body(b, stage, plan, ctx, x, Path::Border, fault)?;
+    let off = b.ins().imul(x, out_step);
+    let addr = b.ins().iadd(out, off);
+    b.ins().store(mem(), v, addr, 0);
+    let x1 = b.ins().iadd_imm_s(x, 1);
+    let at_lo = b.ins().icmp(IntCC::Equal, x1, xlo);
+    let x2 = b.ins().select(at_lo, xs, x1);
+    let go = b.ins().icmp(IntCC::SignedLessThan, x2, width);
+    b.ins().brif(go, border_blk, &[arg(x2)], done, &[]);
     Ok(())
 }
 
@@ -665,88 +970,124 @@ fn emit_row(
     out_stride: Value,
     fault: Option<Fault>,
     done: cranelift_codegen::ir::Block,
+    border: Option<(BorderCall, Value, Value)>,
 ) -> Result<(), CodegenError> {
     let i64t = types::I64;
     let width = ctx.width;
     let out_d = stage.dtype();
-    let out_step = b.ins().imul_imm_s(out_stride, esize(out_d));
+    let (xlo, xhi) = interior(b, plan, width);
 
-    // Interior [xlo, xhi).
-    let lo_c = b.ins().iconst(i64t, (-plan.min_dx).max(0));
-    let xlo = b.ins().smin(lo_c, width);
-    let xhi = b.ins().iadd_imm_s(width, -plan.max_dx.max(0));
-    let xhi = b.ins().smax(xhi, xlo);
+    // Columns the vector loop does not cover, `[0, xlo)` then `[xs, W)`, run one scalar
+    // body that remaps column indices (identity inside the row): `border_entry(xs)`.
+    let border_entry = b.create_block();
+    b.append_block_param(border_entry, i64t);
 
-    let store = |b: &mut FunctionBuilder, v: Value, x: Value| {
-        let off = b.ins().imul(x, out_step);
-        let addr = b.ins().iadd(out, off);
-        b.ins().store(mem(), v, addr, 0);
-    };
-
-    // Border columns: 0..xlo, then xhi..W.
-    let border_blk = b.create_block();
-    b.append_block_param(border_blk, i64t);
-    let interior = b.create_block();
-    let zero = b.ins().iconst(i64t, 0);
-    let lo_empty = b.ins().icmp_imm_s(IntCC::Equal, xlo, 0);
-    let x0 = b.ins().select(lo_empty, xhi, zero);
-    let go = b.ins().icmp(IntCC::SignedLessThan, x0, width);
-    b.ins().brif(go, border_blk, &[arg(x0)], interior, &[]);
-
-    b.switch_to_block(border_blk);
-    let x = b.block_params(border_blk)[0];
-    let v = body(b, stage, plan, ctx, x, Path::Border, fault)?;
-    store(b, v, x);
-    let x1 = b.ins().iadd_imm_s(x, 1);
-    let at_lo = b.ins().icmp(IntCC::Equal, x1, xlo);
-    let x2 = b.ins().select(at_lo, xhi, x1);
-    let go = b.ins().icmp(IntCC::SignedLessThan, x2, width);
-    b.ins().brif(go, border_blk, &[arg(x2)], interior, &[]);
-
-    // Interior.
-    b.switch_to_block(interior);
-    let scal_hdr = b.create_block();
-    b.append_block_param(scal_hdr, i64t);
-    let exit = done;
-    if plan.vectorisable {
+    if let Some(lanes) = plan.lanes() {
+        // Interior `[xlo, xhi)`, `lanes` columns per step when every stride is 1; a last
+        // partial step is redone as one full vector that ends at `xhi` (overlapping columns
+        // already written with the same values: every column is a pure function of the
+        // sources, and `out` overlaps no source row), unless the interior is narrower than
+        // one vector.
         let vec_hdr = b.create_block();
         b.append_block_param(vec_hdr, i64t);
         let vec_body = b.create_block();
+        b.append_block_param(vec_body, i64t);
+        let vec_tail = b.create_block();
+        b.append_block_param(vec_tail, i64t);
         let out_one = b.ins().icmp_imm_s(IntCC::Equal, out_stride, 1);
         let ok = match unit_strides {
             Some(u) => b.ins().band(u, out_one),
             None => out_one,
         };
-        b.ins()
-            .brif(ok, vec_hdr, &[arg(xlo)], scal_hdr, &[arg(xlo)]);
+        let emit_vec = |b: &mut FunctionBuilder, x: Value| -> Result<(), CodegenError> {
+            let v = if plan.bytes {
+                bytevec::body(
+                    b,
+                    stage,
+                    &plan.slot_of,
+                    &ctx.ptr,
+                    &ctx.flag,
+                    &plan.swapped,
+                    x,
+                )?
+            } else {
+                body(b, stage, plan, ctx, x, Path::Vector, fault)?
+            };
+            let off = b.ins().imul_imm_s(x, esize(out_d));
+            let addr = b.ins().iadd(out, off);
+            b.ins().store(mem(), v, addr, 0);
+            Ok(())
+        };
+        if stage.insts.len() <= UNROLL_MAX_INSTS {
+            // Small stages: two vectors per step first (more independent work per loop
+            // iteration), then the one-vector loop for the rest.
+            let hdr2 = b.create_block();
+            b.append_block_param(hdr2, i64t);
+            let body2 = b.create_block();
+            b.ins()
+                .brif(ok, hdr2, &[arg(xlo)], border_entry, &[arg(xlo)]);
+            b.switch_to_block(hdr2);
+            let x = b.block_params(hdr2)[0];
+            let x2 = b.ins().iadd_imm_s(x, 2 * lanes);
+            let fits = b.ins().icmp(IntCC::SignedLessThanOrEqual, x2, xhi);
+            b.ins().brif(fits, body2, &[], vec_hdr, &[arg(x)]);
+            b.switch_to_block(body2);
+            emit_vec(b, x)?;
+            let x1 = b.ins().iadd_imm_s(x, lanes);
+            emit_vec(b, x1)?;
+            b.ins().jump(hdr2, &[arg(x2)]);
+        } else {
+            b.ins()
+                .brif(ok, vec_hdr, &[arg(xlo)], border_entry, &[arg(xlo)]);
+        }
 
         b.switch_to_block(vec_hdr);
         let x = b.block_params(vec_hdr)[0];
-        let x4 = b.ins().iadd_imm_s(x, 4);
-        let fits = b.ins().icmp(IntCC::SignedLessThanOrEqual, x4, xhi);
-        b.ins().brif(fits, vec_body, &[], scal_hdr, &[arg(x)]);
+        let xn = b.ins().iadd_imm_s(x, lanes);
+        let fits = b.ins().icmp(IntCC::SignedLessThanOrEqual, xn, xhi);
+        b.ins().brif(fits, vec_body, &[arg(x)], vec_tail, &[arg(x)]);
+
+        // Here `x == xhi`, or `x == xlo` with an interior narrower than a vector (left to
+        // the scalar loop).
+        b.switch_to_block(vec_tail);
+        let x = b.block_params(vec_tail)[0];
+        let left = b.ins().icmp(IntCC::SignedLessThan, x, xhi);
+        let span = b.ins().isub(xhi, xlo);
+        let wide = b
+            .ins()
+            .icmp_imm_s(IntCC::SignedGreaterThanOrEqual, span, lanes);
+        let redo = b.ins().band(left, wide);
+        let xl = b.ins().iadd_imm_s(xhi, -lanes);
+        b.ins()
+            .brif(redo, vec_body, &[arg(xl)], border_entry, &[arg(x)]);
 
         b.switch_to_block(vec_body);
-        let v = body(b, stage, plan, ctx, x, Path::Vector, fault)?;
-        let off = b.ins().ishl_imm_u(x, 2);
-        let addr = b.ins().iadd(out, off);
-        b.ins().store(mem(), v, addr, 0);
-        b.ins().jump(vec_hdr, &[arg(x4)]);
+        let x = b.block_params(vec_body)[0];
+        emit_vec(b, x)?;
+        let xn = b.ins().iadd_imm_s(x, lanes);
+        b.ins().jump(vec_hdr, &[arg(xn)]);
     } else {
-        b.ins().jump(scal_hdr, &[arg(xlo)]);
+        b.ins().jump(border_entry, &[arg(xlo)]);
     }
 
-    b.switch_to_block(scal_hdr);
-    let x = b.block_params(scal_hdr)[0];
-    let scal_body = b.create_block();
-    let more = b.ins().icmp(IntCC::SignedLessThan, x, xhi);
-    b.ins().brif(more, scal_body, &[], exit, &[]);
-
-    b.switch_to_block(scal_body);
-    let v = body(b, stage, plan, ctx, x, Path::Scalar, fault)?;
-    store(b, v, x);
-    let x1 = b.ins().iadd_imm_s(x, 1);
-    b.ins().jump(scal_hdr, &[arg(x1)]);
-
-    Ok(())
+    b.switch_to_block(border_entry);
+    let xs = b.block_params(border_entry)[0];
+    match border {
+        Some((bc, rows_arr, strides)) => {
+            // Skip the call when no column is left (`xlo == 0` and `xs == W`).
+            let call = b.create_block();
+            let lo_empty = b.ins().icmp_imm_s(IntCC::Equal, xlo, 0);
+            let hi_empty = b.ins().icmp(IntCC::SignedGreaterThanOrEqual, xs, width);
+            let none = b.ins().band(lo_empty, hi_empty);
+            b.ins().brif(none, done, &[], call, &[]);
+            b.switch_to_block(call);
+            let sig = bc.import(b);
+            let f = b.ins().iconst(i64t, bc.addr as i64);
+            b.ins()
+                .call_indirect(sig, f, &[rows_arr, strides, out, out_stride, width, xs]);
+            b.ins().jump(done, &[]);
+            Ok(())
+        }
+        None => emit_border_loop(b, stage, plan, ctx, out, out_stride, xlo, xs, fault, done),
+    }
 }

@@ -36,6 +36,26 @@ pub(crate) struct Val {
     /// (finite), or `a >= +Inf bits` when `neg`. ORs of non-finite tests (and ANDs of finite
     /// tests) combine as one integer `smax`, compared once when the plain bool is needed.
     fin: Option<(Value, bool)>,
+    /// A float min/max tree in *compare form* (see [`Tree`]); its NaN mask is `nan`.
+    tree: Option<Tree>,
+}
+
+/// A float min (or max) over a tree of operands, computed with `a < b ? a : b` compares
+/// (one `minps`) instead of order keys. For operands without NaN that gives the numerical
+/// minimum exactly, except that a zero result may carry the wrong sign (ties between -0 and
+/// +0 keep the second operand); `acc` fixes that when the plain value is needed: for a
+/// min, the OR of all operands' bits (a zero minimum means every operand is >= 0, so a set
+/// sign bit can only come from a -0 operand, and kiln's min of -0 and +0 is -0); for a max,
+/// the AND (a zero maximum is +0 unless every operand is -0). A NaN operand sets `nan`,
+/// which turns the result into the canonical NaN, as in key form.
+#[derive(Clone, Copy, Debug)]
+struct Tree {
+    /// A max tree (`false`: a min tree).
+    max: bool,
+    /// The compare chain's result (`F32`/`F32X4`/`F64`).
+    m: Value,
+    /// OR (min) or AND (max) of the operands' bits, as integers.
+    acc: Value,
 }
 
 impl Val {
@@ -47,6 +67,7 @@ impl Val {
             key: None,
             nan: None,
             fin: None,
+            tree: None,
         }
     }
 }
@@ -202,6 +223,11 @@ impl Em<'_, '_> {
             return p;
         }
         let d = v.dtype;
+        if let Some(t) = v.tree {
+            let p = self.tree_plain(d, t, v.nan);
+            v.plain = Some(p);
+            return p;
+        }
         let k = match v.key {
             Some(k) => k,
             // Unreachable by construction (a value has a plain, key or finiteness form);
@@ -294,12 +320,14 @@ impl Em<'_, '_> {
 
     /// kiln's float min (`max == false`) or max. With `masked == false` the NaN mask is not
     /// propagated (only for values under a dominating NaN guard, see `nanguard`).
+    /// With `tree` the result is in compare form (see [`Tree`]).
     pub(crate) fn float_minmax(
         &mut self,
         max: bool,
         a: &mut Val,
         b: &mut Val,
         masked: bool,
+        tree: bool,
     ) -> Val {
         let d = a.dtype;
         if self.fault == Some(Fault::FminSemantics) {
@@ -312,13 +340,6 @@ impl Em<'_, '_> {
             };
             return Val::plain(d, r);
         }
-        let ka = self.key(a);
-        let kb = self.key(b);
-        let k = if max {
-            self.b.ins().smax(ka, kb)
-        } else {
-            self.b.ins().smin(ka, kb)
-        };
         let n = if !masked {
             None
         } else if self.fault == Some(Fault::DropNanMask) {
@@ -326,9 +347,33 @@ impl Em<'_, '_> {
             let t = if self.vec { t } else { types::I8 };
             Some(self.int_splat(t, 0))
         } else {
-            let na = self.nan(a);
-            let nb = self.nan(b);
-            Some(self.b.ins().bor(na, nb))
+            Some(self.nan_either(a, b))
+        };
+        if tree {
+            let (ma, acca) = self.tree_parts(max, a);
+            let (mb, accb) = self.tree_parts(max, b);
+            let (cc, acc) = if max {
+                (FloatCC::GreaterThan, self.b.ins().band(acca, accb))
+            } else {
+                (FloatCC::LessThan, self.b.ins().bor(acca, accb))
+            };
+            let c = self.b.ins().fcmp(cc, ma, mb);
+            let m = self.sel(c, ma, mb);
+            return Val {
+                dtype: d,
+                plain: None,
+                key: None,
+                nan: n,
+                fin: None,
+                tree: Some(Tree { max, m, acc }),
+            };
+        }
+        let ka = self.key(a);
+        let kb = self.key(b);
+        let k = if max {
+            self.b.ins().smax(ka, kb)
+        } else {
+            self.b.ins().smin(ka, kb)
         };
         Val {
             dtype: d,
@@ -336,7 +381,66 @@ impl Em<'_, '_> {
             key: Some(k),
             nan: n,
             fin: None,
+            tree: None,
         }
+    }
+
+    /// `is_nan(a) | is_nan(b)`: one unordered compare of the two when neither mask is known
+    /// yet (both plain values), else the OR of the masks.
+    fn nan_either(&mut self, a: &mut Val, b: &mut Val) -> Value {
+        if a.nan.is_none() && b.nan.is_none() {
+            if let (Some(pa), Some(pb)) = (a.plain, b.plain) {
+                return self.b.ins().fcmp(FloatCC::Unordered, pa, pb);
+            }
+        }
+        let na = self.nan(a);
+        let nb = self.nan(b);
+        self.b.ins().bor(na, nb)
+    }
+
+    /// A min/max tree operand's compare value and bits accumulator: its own when it is a
+    /// tree of the same kind, else its plain value and bits.
+    fn tree_parts(&mut self, max: bool, v: &mut Val) -> (Value, Value) {
+        if let Some(t) = v.tree.filter(|t| t.max == max) {
+            return (t.m, t.acc);
+        }
+        let p = self.plain(v);
+        let kt = self.key_ty(v.dtype);
+        let bits = self.b.ins().bitcast(kt, MemFlagsData::new(), p);
+        (p, bits)
+    }
+
+    /// The plain value of a min/max tree: the zero-sign fix, then the canonical NaN where
+    /// `nan` (when present) is set.
+    fn tree_plain(&mut self, d: DType, t: Tree, nan: Option<Value>) -> Value {
+        let kt = self.key_ty(d);
+        let ft = self.ty(d);
+        let sign_bit = if d == DType::F64 {
+            i64::MIN
+        } else {
+            1i64 << 31
+        };
+        let mb = self.b.ins().bitcast(kt, MemFlagsData::new(), t.m);
+        let zero = self.float_const(d, 0);
+        let z = self.b.ins().fcmp(FloatCC::Equal, t.m, zero);
+        let sign = self.int_splat(kt, sign_bit);
+        let acc_sign = self.b.ins().band(t.acc, sign);
+        let fixed = if t.max {
+            // Zero maximum: -0 only when every operand is -0.
+            self.sel(z, acc_sign, mb)
+        } else {
+            // Zero minimum: -0 when any operand is -0.
+            let neg = self.b.ins().bor(mb, acc_sign);
+            self.sel(z, neg, mb)
+        };
+        let bits = match nan {
+            Some(n) => {
+                let canon = self.int_splat(kt, Self::canon_bits(d) as i64);
+                self.sel(n, canon, fixed)
+            }
+            None => fixed,
+        };
+        self.b.ins().bitcast(ft, MemFlagsData::new(), bits)
     }
 
     /// Elementwise unary op.
@@ -414,6 +518,7 @@ impl Em<'_, '_> {
         b: &mut Val,
         swap: bool,
         masked: bool,
+        tree: bool,
     ) -> Result<Val, CodegenError> {
         let d = a.dtype;
         if b.dtype != d {
@@ -427,7 +532,7 @@ impl Em<'_, '_> {
         };
         let float = d.is_float();
         if float && matches!(op, BinaryOp::Min | BinaryOp::Max) {
-            return Ok(self.float_minmax(op == BinaryOp::Max, a, b, masked));
+            return Ok(self.float_minmax(op == BinaryOp::Max, a, b, masked, tree));
         }
         // OR of non-finite tests / AND of finite tests: one integer max.
         if let (Some((fa, na)), Some((fb, nb))) = (a.fin, b.fin) {

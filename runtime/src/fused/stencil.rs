@@ -11,7 +11,11 @@
 //! each earlier stage its slots reference (deduplicated, sorted; they may lie in other
 //! planes, or far away under `wrap`), computes them in stage order into per-block scratch,
 //! then computes its output rows from there. Earlier stages are never written to memory
-//! outside that scratch.
+//! outside that scratch. Scratch buffers are never zeroed and are reused by the blocks of one
+//! rayon work item; the output is not zeroed either (every element is written).
+//!
+//! Inputs with strided rows (transposed, channels-last) are first copied to contiguous rows,
+//! so that the row functions run their vector interiors on them.
 
 use kiln_codegen::cpu::{CpuStage, RowSlot, SlotKind};
 use kiln_codegen::kernel::Source;
@@ -21,6 +25,10 @@ use rayon::prelude::*;
 
 use crate::tensor::{Storage, Tensor};
 use crate::RuntimeError;
+
+/// One stage's scratch rows: uninitialised words, written and read only through raw
+/// pointers (never zeroed: every row is computed before it is read).
+type Scratch = Vec<std::mem::MaybeUninit<u64>>;
 
 /// Bytes an [`SlotKind::OuterInRange`] slot points at: `[0]` is out of range, `[1]` in range.
 static IN_RANGE: [u8; 2] = [0, 1];
@@ -170,6 +178,25 @@ pub(crate) fn run(
 ) -> Result<Tensor, RuntimeError> {
     validate(stages, dtypes, inputs, shape)?;
     let width = shape[shape.len() - 1];
+    // Inputs whose rows are strided (transposed, channels-last) are copied to contiguous
+    // rows first: the row functions then take their vector interior everywhere instead of
+    // the scalar border path for every column, which costs far more than one copy.
+    let copies: Vec<Tensor>;
+    let inputs = if width > 1 && inputs.iter().any(|t| t.strides()[shape.len() - 1] != 1) {
+        copies = inputs
+            .iter()
+            .map(|t| {
+                if t.strides()[shape.len() - 1] == 1 {
+                    Ok(t.clone())
+                } else {
+                    Tensor::from_storage(t.contiguous_storage(), t.shape())
+                }
+            })
+            .collect::<Result<_, _>>()?;
+        &copies[..]
+    } else {
+        inputs
+    };
     let rows: usize = shape[..shape.len() - 1].iter().product();
     let consts = stages
         .iter()
@@ -214,22 +241,88 @@ pub(crate) fn run(
         interior,
     };
     let out_dtype = dtypes[dtypes.len() - 1];
-    let mut storage = Storage::zeros(out_dtype, rows * width);
-    let out = OutPtr(storage.as_mut_ptr());
+    let len = rows * width;
+    let mut buf = OutBuf::with_capacity(out_dtype, len);
+    let out = OutPtr(buf.as_mut_ptr());
     let threads = rayon::current_num_threads().max(1);
     let block = rows.div_ceil(threads * 4).clamp(16, 1024);
     let nblocks = rows.div_ceil(block);
-    let do_block = |b: usize| {
+    let do_block = |pool: &mut Vec<Scratch>, b: usize| {
         let r0 = b * block;
         let r1 = (r0 + block).min(rows);
-        job.block(r0, r1, out)
+        job.block(r0, r1, out, pool)
     };
     if nblocks <= 1 {
-        do_block(0)?;
+        do_block(&mut Vec::new(), 0)?;
     } else {
-        (0..nblocks).into_par_iter().try_for_each(do_block)?;
+        // One scratch pool per rayon work item (a few per thread), reused by its blocks.
+        (0..nblocks)
+            .into_par_iter()
+            .try_for_each_init(Vec::new, do_block)?;
     }
+    // SAFETY: the blocks partition the rows `0..rows`, and every block wrote each of its
+    // rows in full (a row function writes all `width` columns), so all `len` elements are
+    // initialised; bools are written as 0/1 bytes.
+    let storage = unsafe { buf.assume_init(len) };
     Tensor::from_storage(storage, shape)
+}
+
+/// Output storage allocated without zeroing (every element is written by the kernel).
+enum OutBuf {
+    F32(Vec<f32>),
+    F64(Vec<f64>),
+    U8(Vec<u8>),
+    Bool(Vec<u8>),
+}
+
+impl OutBuf {
+    /// Room for `len` elements of `dtype`, uninitialised.
+    fn with_capacity(dtype: DType, len: usize) -> OutBuf {
+        match dtype {
+            DType::F32 => OutBuf::F32(Vec::with_capacity(len)),
+            DType::F64 => OutBuf::F64(Vec::with_capacity(len)),
+            DType::U8 => OutBuf::U8(Vec::with_capacity(len)),
+            DType::Bool => OutBuf::Bool(Vec::with_capacity(len)),
+        }
+    }
+
+    /// The start of the buffer (valid for writes of the whole capacity).
+    fn as_mut_ptr(&mut self) -> *mut u8 {
+        match self {
+            OutBuf::F32(v) => v.as_mut_ptr() as *mut u8,
+            OutBuf::F64(v) => v.as_mut_ptr() as *mut u8,
+            OutBuf::U8(v) | OutBuf::Bool(v) => v.as_mut_ptr(),
+        }
+    }
+
+    /// The storage of the first `len` elements.
+    ///
+    /// # Safety
+    /// `len` is at most the capacity and the first `len` elements have been written
+    /// (bools as 0 or 1).
+    unsafe fn assume_init(self, len: usize) -> Storage {
+        // SAFETY: the caller guarantees `len <= capacity` and that the elements are written.
+        unsafe {
+            match self {
+                OutBuf::F32(mut v) => {
+                    v.set_len(len);
+                    Storage::F32(v)
+                }
+                OutBuf::F64(mut v) => {
+                    v.set_len(len);
+                    Storage::F64(v)
+                }
+                OutBuf::U8(mut v) => {
+                    v.set_len(len);
+                    Storage::U8(v)
+                }
+                OutBuf::Bool(mut v) => {
+                    v.set_len(len);
+                    Storage::Bool(v)
+                }
+            }
+        }
+    }
 }
 
 impl Job<'_> {
@@ -294,7 +387,15 @@ impl Job<'_> {
     }
 
     /// Computes rows `r0..r1` of the last stage (and what it needs of earlier stages).
-    fn block(&self, r0: usize, r1: usize, out: OutPtr) -> Result<(), RuntimeError> {
+    /// `pool` holds scratch buffers from earlier blocks, reused without clearing (every
+    /// scratch row is written before it is read).
+    fn block(
+        &self,
+        r0: usize,
+        r1: usize,
+        out: OutPtr,
+        pool: &mut Vec<Scratch>,
+    ) -> Result<(), RuntimeError> {
         let last = self.stages.len() - 1;
         let mut oc = vec![0usize; self.shape.len() - 1];
         // Backwards: which rows of each earlier stage this block needs.
@@ -323,13 +424,25 @@ impl Job<'_> {
             v.dedup();
         }
         // Forwards: earlier stages into scratch, then the output rows.
-        let mut scratch: Vec<Vec<u64>> = Vec::with_capacity(last);
+        if pool.len() < last {
+            pool.resize_with(last, Vec::new);
+        }
         let mut ptrs: Vec<*const u8> = Vec::new();
         let mut strides: Vec<i64> = Vec::new();
         let mut bufs = RunBufs::default();
         for (k, rows) in needed.iter().enumerate() {
             let row_bytes = self.width * self.dtypes[k].size_bytes();
-            let mut buf = vec![0u64; (rows.len() * row_bytes).div_ceil(8)];
+            let words = (rows.len() * row_bytes).div_ceil(8);
+            let mut buf = std::mem::take(&mut pool[k]);
+            if buf.capacity() < words {
+                // A fresh buffer rather than growing: the old contents need not be kept.
+                buf = Vec::with_capacity(words);
+            }
+            // SAFETY: the capacity is at least `words`, and `MaybeUninit` elements need no
+            // initialisation; the bytes are only accessed through raw pointers, each scratch
+            // row written by its row function before any later stage reads it.
+            unsafe { buf.set_len(words) };
+            let scratch = &pool[..k];
             let base = buf.as_mut_ptr() as *mut u8;
             let mut p = 0;
             while p < rows.len() {
@@ -343,15 +456,16 @@ impl Job<'_> {
                 while n > 1 && rows[p + n - 1] != row + n - 1 {
                     n = (1..n).find(|&i| rows[p + i] != row + i).unwrap_or(n);
                 }
-                if n > 1 && self.try_rows(k, &oc, n, dst, &needed, &scratch, &mut bufs)? {
+                if n > 1 && self.try_rows(k, &oc, n, dst, &needed, scratch, &mut bufs)? {
                     p += n;
                     continue;
                 }
-                self.row(k, &oc, dst, &needed, &scratch, &mut ptrs, &mut strides)?;
+                self.row(k, &oc, dst, &needed, scratch, &mut ptrs, &mut strides)?;
                 p += 1;
             }
-            scratch.push(buf);
+            pool[k] = buf;
         }
+        let scratch = &pool[..last];
         let row_bytes = self.width * self.dtypes[last].size_bytes();
         let mut row = r0;
         while row < r1 {
@@ -360,11 +474,11 @@ impl Job<'_> {
             // last stage's dtype, so this row's bytes are inside it; blocks own disjoint rows.
             let dst = unsafe { out.get().add(row * row_bytes) };
             let n = self.run_len(last, &oc, r1 - row);
-            if n > 1 && self.try_rows(last, &oc, n, dst, &needed, &scratch, &mut bufs)? {
+            if n > 1 && self.try_rows(last, &oc, n, dst, &needed, scratch, &mut bufs)? {
                 row += n;
                 continue;
             }
-            self.row(last, &oc, dst, &needed, &scratch, &mut ptrs, &mut strides)?;
+            self.row(last, &oc, dst, &needed, scratch, &mut ptrs, &mut strides)?;
             row += 1;
         }
         Ok(())
@@ -394,7 +508,7 @@ impl Job<'_> {
         n: usize,
         dst: *mut u8,
         needed: &[Vec<usize>],
-        scratch: &[Vec<u64>],
+        scratch: &[Scratch],
         bufs: &mut RunBufs,
     ) -> Result<bool, RuntimeError> {
         let stage = &self.stages[j];
@@ -475,7 +589,7 @@ impl Job<'_> {
         oc: &[usize],
         dst: *mut u8,
         needed: &[Vec<usize>],
-        scratch: &[Vec<u64>],
+        scratch: &[Scratch],
         ptrs: &mut Vec<*const u8>,
         strides: &mut Vec<i64>,
     ) -> Result<(), RuntimeError> {
@@ -701,7 +815,7 @@ mod tests {
     }
 
     #[test]
-    fn transposed_input_rows_use_strides() {
+    fn transposed_inputs_give_the_same_bits() {
         let (h, w) = (6, 5);
         let x = data(h * w);
         let t = Tensor::from_f32(x.clone(), &[1, 1, h, w]).unwrap();
