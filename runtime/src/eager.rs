@@ -131,6 +131,25 @@ pub fn run(graph: &Graph, inputs: &[Tensor]) -> Result<Vec<Tensor>, RuntimeError
         }
     }
 
+    // Peak of the live set (every live node holds a fresh buffer until its last use).
+    let bytes = |j: usize| {
+        let t = &graph.nodes[j].ty;
+        (t.numel() as u64).saturating_mul(t.dtype.size_bytes() as u64)
+    };
+    let (mut live_bytes, mut peak) = (0u64, 0u64);
+    let mut freed = vec![false; n];
+    for i in (0..n).filter(|&i| live[i]) {
+        live_bytes = live_bytes.saturating_add(bytes(i));
+        peak = peak.max(live_bytes);
+        for op in graph.nodes[i].kind.operands() {
+            let j = op.index();
+            if !keep[j] && last_use[j] == i && !std::mem::replace(&mut freed[j], true) {
+                live_bytes = live_bytes.saturating_sub(bytes(j));
+            }
+        }
+    }
+    crate::memory::ensure_fits(peak, "eager execution")?;
+
     let mut values: Vec<Option<Arc<Storage>>> = vec![None; n];
     for i in 0..n {
         if !live[i] {

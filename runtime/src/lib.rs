@@ -6,6 +6,7 @@ pub mod cuda;
 pub mod cuda_graph;
 pub mod eager;
 pub mod fused;
+pub mod memory;
 pub mod npy;
 pub mod tensor;
 
@@ -36,6 +37,16 @@ pub enum RuntimeError {
         expected: usize,
         /// What was passed.
         got: usize,
+    },
+    /// The graph needs more memory than the machine has available.
+    #[error("{what} needs {needed} bytes at its peak, only {available} are available")]
+    OutOfMemory {
+        /// What was about to run.
+        what: String,
+        /// Estimated peak bytes.
+        needed: u64,
+        /// Bytes the OS reported as available.
+        available: u64,
     },
     /// Code generation failed.
     #[error(transparent)]

@@ -1295,3 +1295,39 @@ fn folds_of_nans_are_canonical_but_a_lone_first_element_is_moved() {
     // A network wire no comparator touches is the input, moved.
     assert_eq!(bits32(&out[6]), vec![p, 1.0f32.to_bits()]);
 }
+
+/// A graph whose buffers cannot fit in this machine's memory fails up front with a clear
+/// error (no abort on a failed allocation). The input is a stride-0 view, so it costs one
+/// element; its 1x1x300000x300000 f32 result would need 360 GB.
+#[test]
+fn graphs_too_big_for_memory_are_refused_up_front() {
+    use kiln_runtime::{fused::Engine, RuntimeError, Storage, Tensor};
+    use std::sync::Arc;
+    if kiln_runtime::memory::available_bytes().is_none() {
+        eprintln!("SKIPPED: available memory is unknown on this OS");
+        return;
+    }
+    let shape = [1usize, 1, 300_000, 300_000];
+    let mut b = kiln_ir::GraphBuilder::new();
+    let x = b.input(kiln_ir::DType::F32, &shape).unwrap();
+    let y = b.unary(kiln_ir::UnaryOp::Neg, x).unwrap();
+    let g = b.finish(&[y]).unwrap();
+    let storage = Arc::new(Storage::F32(vec![1.0]));
+    let view = Tensor::from_parts(storage, &shape, &[0, 0, 0, 0], 0).unwrap();
+    for result in [
+        kiln_runtime::eager::run(&g, std::slice::from_ref(&view)),
+        Engine::new().run(&g, std::slice::from_ref(&view)),
+    ] {
+        match result {
+            Err(RuntimeError::OutOfMemory {
+                needed, available, ..
+            }) => {
+                assert!(
+                    needed > available && needed >= 360_000_000_000,
+                    "{needed} {available}"
+                )
+            }
+            other => panic!("expected OutOfMemory, got {:?}", other.map(|v| v.len())),
+        }
+    }
+}

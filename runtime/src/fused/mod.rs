@@ -174,6 +174,20 @@ impl CompiledGraph {
     /// fresh contiguous tensors.
     pub fn run(&self, engine: &Engine, inputs: &[Tensor]) -> Result<Vec<Tensor>, RuntimeError> {
         check_inputs(&self.optimized, inputs)?;
+        // Upper bound of the peak: every materialised group output alive at once, plus a
+        // contiguous copy of each input (strided inputs are copied before the kernels run).
+        let g = &self.optimized;
+        let bytes = |ty: &kiln_ir::TensorType| {
+            (ty.numel() as u64).saturating_mul(ty.dtype.size_bytes() as u64)
+        };
+        let outputs: u64 = self
+            .partition
+            .groups
+            .iter()
+            .map(|grp| bytes(&g.node(grp.root).ty))
+            .fold(0, u64::saturating_add);
+        let copies: u64 = g.inputs.iter().map(bytes).fold(0, u64::saturating_add);
+        crate::memory::ensure_fits(outputs.saturating_add(copies), "fused execution")?;
         engine.install(|| self.run_inner(inputs))
     }
 
