@@ -33,23 +33,6 @@ fn check(k: &kiln_codegen::Kernel, inputs: &[Img], h: usize, w: usize, what: &st
     }
 }
 
-const ALL_BIN: [BinaryOp; 14] = [
-    BinaryOp::Add,
-    BinaryOp::Sub,
-    BinaryOp::Mul,
-    BinaryOp::Div,
-    BinaryOp::Min,
-    BinaryOp::Max,
-    BinaryOp::And,
-    BinaryOp::Or,
-    BinaryOp::Lt,
-    BinaryOp::Le,
-    BinaryOp::Gt,
-    BinaryOp::Ge,
-    BinaryOp::Eq,
-    BinaryOp::Ne,
-];
-
 fn bin_ok(op: BinaryOp, d: DType) -> bool {
     match op {
         BinaryOp::Add | BinaryOp::Sub | BinaryOp::Mul | BinaryOp::Div => d != DType::Bool,
@@ -100,7 +83,7 @@ fn every_binary_op_and_dtype() {
     let (h, w) = (16, 19);
     for d in DType::ALL {
         let inputs = pair_inputs(d, 11, w, h);
-        for op in ALL_BIN {
+        for op in BinaryOp::ALL {
             if !bin_ok(op, d) {
                 continue;
             }
@@ -119,7 +102,7 @@ fn comparisons_and_bools_inside_vectorised_f32_stages() {
     // f32 result with bool intermediates: the stage runs on F32X4 lanes with lane masks.
     let (h, w) = (16, 23);
     let inputs = pair_inputs(DType::F32, 5, w, h);
-    for op in ALL_BIN {
+    for op in BinaryOp::ALL {
         let mut s = StageB::default();
         let a = s.load(IN0, DType::F32, &[0, 0], Border::Nearest);
         let b = s.load(IN1, DType::F32, &[0, 0], Border::Nearest);
@@ -152,14 +135,7 @@ fn every_unary_op_and_dtype() {
     let (h, w) = (16, 18);
     for d in DType::ALL {
         let inputs = pair_inputs(d, 3, w, h);
-        for op in [
-            UnaryOp::Neg,
-            UnaryOp::Abs,
-            UnaryOp::Sqrt,
-            UnaryOp::IsNan,
-            UnaryOp::IsFinite,
-            UnaryOp::Not,
-        ] {
+        for op in UnaryOp::ALL {
             if !un_ok(op, d) {
                 continue;
             }
