@@ -4,7 +4,7 @@ use std::process::ExitCode;
 
 use clap::Args;
 use kiln::codegen::lower::lower;
-use kiln::ir::passes::{cse::cse, dce::dce, decompose::decompose, fuse, prune::prune};
+use kiln::ir::passes::{fuse, optimize_traced};
 use kiln::ir::printer::print;
 use kiln::ir::{DType, TensorType};
 
@@ -55,36 +55,9 @@ pub fn run(a: DumpArgs) -> Result<ExitCode, CliError> {
         graph.len(),
         print(&graph)
     );
-    let after_cse = cse(&graph);
-    println!(
-        "== after cse ({} nodes)\n{}",
-        after_cse.len(),
-        print(&after_cse)
-    );
-    let after_dce = dce(&after_cse);
-    println!(
-        "== after dce ({} nodes)\n{}",
-        after_dce.len(),
-        print(&after_dce)
-    );
-    let after_prune = prune(&after_dce);
-    println!(
-        "== after prune ({} nodes)\n{}",
-        after_prune.len(),
-        print(&after_prune)
-    );
-    let after_decompose = decompose(&after_prune);
-    println!(
-        "== after decompose ({} nodes)\n{}",
-        after_decompose.len(),
-        print(&after_decompose)
-    );
-    let optimized = dce(&cse(&after_decompose));
-    println!(
-        "== after cse + dce ({} nodes)\n{}",
-        optimized.len(),
-        print(&optimized)
-    );
+    let optimized = optimize_traced(&graph, |pass, g| {
+        println!("== after {pass} ({} nodes)\n{}", g.len(), print(g));
+    });
     let partition = fuse(&optimized);
     println!(
         "== fused groups ({} kernels)\n{}",

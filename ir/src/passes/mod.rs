@@ -19,6 +19,24 @@ use crate::graph::Graph;
 /// `cse → dce → prune → decompose → cse → dce`. Each pass preserves the graph's bits
 /// exactly (see each pass's documentation).
 pub fn optimize(graph: &Graph) -> Graph {
-    let g = prune(&dce(&cse(graph)));
-    dce(&cse(&decompose(&g)))
+    optimize_traced(graph, |_, _| {})
+}
+
+/// [`optimize`], calling `after(pass_name, graph)` with the graph after each pass (what
+/// `kiln dump` prints), so the pipeline is written down once.
+pub fn optimize_traced(graph: &Graph, mut after: impl FnMut(&str, &Graph)) -> Graph {
+    let steps: [(&str, fn(&Graph) -> Graph); 6] = [
+        ("cse", cse),
+        ("dce", dce),
+        ("prune", prune),
+        ("decompose", decompose),
+        ("cse", cse),
+        ("dce", dce),
+    ];
+    let mut g = graph.clone();
+    for (name, pass) in steps {
+        g = pass(&g);
+        after(name, &g);
+    }
+    g
 }
