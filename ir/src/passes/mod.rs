@@ -22,10 +22,13 @@ pub fn optimize(graph: &Graph) -> Graph {
     optimize_traced(graph, |_, _| {})
 }
 
+/// A graph pass: a new graph from an old one.
+type Pass = fn(&Graph) -> Graph;
+
 /// [`optimize`], calling `after(pass_name, graph)` with the graph after each pass (what
 /// `kiln dump` prints), so the pipeline is written down once.
 pub fn optimize_traced(graph: &Graph, mut after: impl FnMut(&str, &Graph)) -> Graph {
-    let steps: [(&str, fn(&Graph) -> Graph); 6] = [
+    let steps: [(&str, Pass); 6] = [
         ("cse", cse),
         ("dce", dce),
         ("prune", prune),
