@@ -40,6 +40,7 @@ fn main() {
     let exact = Engine::new();
     let fmin = Engine::with_options(CompileOptions {
         fault: Some(Fault::FminSemantics),
+        ..Default::default()
     });
     println!(
         "{n}x{n} f32, {} threads; median ms of 31 runs",

@@ -12,7 +12,10 @@ use kiln::{eager, Engine};
 /// Operators and inputs where each fault must show: NaN and signed zeros for the min/max
 /// faults, non-constant borders for the border fault, a median for the comparator fault.
 fn caught(fault: Option<Fault>) -> bool {
-    let engine = Engine::with_options(CompileOptions { fault });
+    let engine = Engine::with_options(CompileOptions {
+        fault,
+        ..Default::default()
+    });
     let cases: [(&str, Vec<(String, String)>); 4] = [
         (
             "median_filter",

@@ -21,6 +21,10 @@ pub use kernel::Kernel;
 pub struct CompileOptions {
     /// A planted miscompilation (fuzzer tests only); `None` in normal use.
     pub fault: Option<Fault>,
+    /// Turns off the CPU backend's work sharing between neighbouring columns (lane
+    /// shuffles of shift-equivalent values, see `cpu::shift`); for A/B measurements and
+    /// tests. The output is the same bits either way.
+    pub no_column_sharing: bool,
 }
 
 /// Errors from lowering or code generation.

@@ -145,7 +145,14 @@ fn scan_keeps_first_element_bits_and_faults_apply() {
         Scalar::f32(-0.0),
     ];
     let run = |fault: Option<Fault>| {
-        let ck = compile(&k, &CompileOptions { fault }).unwrap();
+        let ck = compile(
+            &k,
+            &CompileOptions {
+                fault,
+                ..Default::default()
+            },
+        )
+        .unwrap();
         let CpuBody::AlongAxis { fold, .. } = ck.body else {
             panic!()
         };

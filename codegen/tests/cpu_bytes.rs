@@ -214,6 +214,7 @@ fn planted_comparator_fault_is_visible_on_the_byte_path() {
     let k = stencil(4, &[DType::U8, DType::U8], s.finish(r));
     let opts = CompileOptions {
         fault: Some(Fault::SwapComparator),
+        ..Default::default()
     };
     let ck = compile(&k, &opts).unwrap();
     assert!(ck.describe().contains("I8X16"));

@@ -192,7 +192,14 @@ fn planted_faults_still_show_on_trees() {
     let k = stencil(4, &[d], s.finish(res));
     let want = ref_all(&k, std::slice::from_ref(&img), img.h, img.w);
     for fault in [Fault::DropNanMask, Fault::FminSemantics] {
-        let ck = compile(&k, &CompileOptions { fault: Some(fault) }).unwrap();
+        let ck = compile(
+            &k,
+            &CompileOptions {
+                fault: Some(fault),
+                ..Default::default()
+            },
+        )
+        .unwrap();
         let got = run_all(&ck, std::slice::from_ref(&img), img.h, img.w, DENSE);
         assert!(diff(&got, &want).is_some(), "{fault:?} had no effect");
     }

@@ -42,7 +42,14 @@ fn median_kernel(d: DType, border: Border) -> Kernel {
 }
 
 fn compile_with(k: &Kernel, fault: Option<Fault>) -> CpuKernel {
-    compile(k, &CompileOptions { fault }).unwrap()
+    compile(
+        k,
+        &CompileOptions {
+            fault,
+            ..Default::default()
+        },
+    )
+    .unwrap()
 }
 
 #[test]

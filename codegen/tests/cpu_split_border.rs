@@ -102,6 +102,7 @@ fn planted_border_fault_reaches_the_split_function() {
         &k,
         &CompileOptions {
             fault: Some(Fault::WrongBorderRightEdge),
+            ..Default::default()
         },
     )
     .unwrap();

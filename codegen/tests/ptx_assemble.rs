@@ -392,7 +392,10 @@ fn faulted_kernels_assemble() {
     };
     let ks = kernels();
     for fault in Fault::ALL {
-        let options = CompileOptions { fault: Some(fault) };
+        let options = CompileOptions {
+            fault: Some(fault),
+            ..Default::default()
+        };
         for (name, k) in ks
             .iter()
             .filter(|(n, _)| n.starts_with("opening f") || n.starts_with("pointwise"))
@@ -455,6 +458,7 @@ fn fmin_fault_uses_hardware_min_and_drop_nan_mask_drops_it() {
         PtxTarget::sm80(),
         &CompileOptions {
             fault: Some(Fault::FminSemantics),
+            ..Default::default()
         },
     )
     .text;
@@ -463,6 +467,7 @@ fn fmin_fault_uses_hardware_min_and_drop_nan_mask_drops_it() {
         PtxTarget::sm80(),
         &CompileOptions {
             fault: Some(Fault::DropNanMask),
+            ..Default::default()
         },
     )
     .text;
@@ -471,6 +476,7 @@ fn fmin_fault_uses_hardware_min_and_drop_nan_mask_drops_it() {
         PtxTarget::sm80(),
         &CompileOptions {
             fault: Some(Fault::SwapComparator),
+            ..Default::default()
         },
     )
     .text;
@@ -479,6 +485,7 @@ fn fmin_fault_uses_hardware_min_and_drop_nan_mask_drops_it() {
         PtxTarget::sm80(),
         &CompileOptions {
             fault: Some(Fault::WrongBorderRightEdge),
+            ..Default::default()
         },
     )
     .text;
@@ -505,6 +512,7 @@ fn swap_fault_swaps_a_comparator() {
         PtxTarget::sm80(),
         &CompileOptions {
             fault: Some(Fault::SwapComparator),
+            ..Default::default()
         },
     )
     .text;

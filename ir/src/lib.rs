@@ -2,12 +2,14 @@
 //!
 //! A [`Graph`] is built with a [`GraphBuilder`], which validates every node and infers its
 //! [`TensorType`]. [`semantics`] defines the scalar meaning of every operation, the reference
-//! both executors follow. [`passes`] holds the graph passes: CSE, DCE, network pruning and the
-//! fusion scheduler. [`printer`] writes the readable text form.
+//! both executors follow. [`passes`] holds the graph passes: CSE, DCE, network pruning, column
+//! sharing, window decomposition and the fusion scheduler. [`network`] builds comparator
+//! networks (Batcher sorters and selectors). [`printer`] writes the readable text form.
 
 pub mod builder;
 pub mod error;
 pub mod graph;
+pub mod network;
 pub mod parser;
 pub mod passes;
 pub mod printer;

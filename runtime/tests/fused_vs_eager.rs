@@ -483,6 +483,7 @@ fn kernel_cache_hits_on_a_second_shape() {
     // Different options are a different cache entry.
     let other = Engine::with_options(CompileOptions {
         fault: Some(Fault::DropNanMask),
+        ..Default::default()
     });
     other.compile(&opening(&[1, 1, 4, 4])).unwrap();
     assert_eq!(other.stats().cache_hits, 0);
@@ -560,7 +561,10 @@ fn the_comparison_catches_planted_faults() {
         (Fault::DropNanMask, &w),
         (Fault::SwapComparator, &n),
     ] {
-        let engine = Engine::with_options(CompileOptions { fault: Some(fault) });
+        let engine = Engine::with_options(CompileOptions {
+            fault: Some(fault),
+            ..Default::default()
+        });
         assert!(differs(&engine, graph), "{fault:?} went unnoticed");
     }
 }

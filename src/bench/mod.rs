@@ -222,6 +222,9 @@ pub struct BenchOptions {
     pub min_reps: usize,
     /// At most this many timed calls.
     pub max_reps: usize,
+    /// Code generation options of the engine under test (for A/B runs of one backend
+    /// feature in the same process).
+    pub compile: kiln_codegen::CompileOptions,
 }
 
 impl Default for BenchOptions {
@@ -230,6 +233,7 @@ impl Default for BenchOptions {
             min_time: 0.5,
             min_reps: 5,
             max_reps: 10_000,
+            compile: kiln_codegen::CompileOptions::default(),
         }
     }
 }
@@ -325,7 +329,7 @@ pub fn run_workload(w: &Workload, threads: usize, opts: &BenchOptions) -> (Bench
     };
     let mut row = BenchRow::empty(w, threads, Status::Ok);
     row.input_checksum = checksum(&input);
-    let engine = Engine::new().with_threads(threads);
+    let engine = Engine::with_options(opts.compile.clone()).with_threads(threads);
     let compiled = match engine.compile(&graph) {
         Ok(c) => c,
         Err(e) => {
@@ -549,6 +553,7 @@ mod tests {
             min_time: 0.0,
             min_reps: 7,
             max_reps: 100,
+            ..BenchOptions::default()
         };
         let mut calls = 0;
         let s = time_it::<()>(&opts, || {
@@ -587,6 +592,7 @@ mod tests {
             min_time: 0.0,
             min_reps: 2,
             max_reps: 2,
+            ..BenchOptions::default()
         };
         let w = workloads()[0].with_side(64);
         let (row, out) = run_workload(&w, 2, &opts);
@@ -627,6 +633,7 @@ mod tests {
             min_time: 0.0,
             min_reps: 3,
             max_reps: 3,
+            ..BenchOptions::default()
         };
         let (fresh, warm) = copy_floor(1 << 20, 1 << 20, 2, &opts);
         assert_eq!(fresh.reps, 3);

@@ -36,6 +36,9 @@ pub struct BenchArgs {
     /// List the workloads and exit.
     #[arg(long)]
     list: bool,
+    /// Turn off the CPU backend's work sharing between neighbouring columns (A/B runs).
+    #[arg(long)]
+    no_column_sharing: bool,
 }
 
 /// The workloads selected by `--ops` and `--sizes`.
@@ -138,6 +141,10 @@ pub fn run(a: BenchArgs) -> Result<ExitCode, CliError> {
     }
     let opts = BenchOptions {
         min_time: a.min_time,
+        compile: kiln_codegen::CompileOptions {
+            no_column_sharing: a.no_column_sharing,
+            ..Default::default()
+        },
         ..BenchOptions::default()
     };
     let quiet = a.json.as_deref() == Some(std::path::Path::new("-"));

@@ -67,6 +67,8 @@ pub fn run(a: DumpArgs) -> Result<ExitCode, CliError> {
     for (i, group) in partition.groups.iter().enumerate() {
         let kernel = lower(&optimized, group)?;
         println!("== kernel {i}\n{kernel}");
+        let cpu = kiln::codegen::cpu::compile(&kernel, &Default::default())?;
+        println!("== kernel {i} CPU plan\n{}", cpu.describe());
         if a.ptx {
             let target = kiln::codegen::ptx::PtxTarget {
                 sm: a.sm,

@@ -101,7 +101,10 @@ impl Fused {
     pub fn new(fault: Option<Fault>) -> Fused {
         Fused {
             fault,
-            engine: kiln_runtime::fused::Engine::with_options(CompileOptions { fault }),
+            engine: kiln_runtime::fused::Engine::with_options(CompileOptions {
+                fault,
+                ..Default::default()
+            }),
             compiled_before: 0,
         }
     }
@@ -145,7 +148,10 @@ impl Executor for Cuda {
     fn run(&mut self, graph: &Graph, inputs: &[Tensor]) -> Result<Vec<Tensor>, String> {
         let compiled = kiln_runtime::cuda_graph::CudaGraph::compile(
             graph,
-            CompileOptions { fault: self.fault },
+            CompileOptions {
+                fault: self.fault,
+                ..Default::default()
+            },
         )
         .map_err(|e| e.to_string())?;
         compiled

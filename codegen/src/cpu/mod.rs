@@ -12,6 +12,7 @@ mod bytevec;
 mod jit;
 mod nanguard;
 mod rowfn;
+mod shift;
 mod values;
 
 use std::fmt::Write as _;
@@ -202,7 +203,7 @@ pub fn compile(kernel: &Kernel, options: &CompileOptions) -> Result<CpuKernel, C
         KernelBody::Stencil { stages } => {
             rowfn::validate(kernel)?;
             let plans = (0..stages.len())
-                .map(|i| rowfn::plan_stage(kernel, i, fault))
+                .map(|i| rowfn::plan_stage(kernel, i, fault, !options.no_column_sharing))
                 .collect::<Result<Vec<_>, _>>()?;
             // Border columns of big stages first, in a module of their own compiled for
             // compile speed; the row functions call them by address.

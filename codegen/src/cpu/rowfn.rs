@@ -17,7 +17,7 @@
 //! Float min/max run on order keys, or in compare form inside pure min or max trees (see
 //! [`tree_form`] and `values::Tree`).
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use cranelift_codegen::ir::condcodes::IntCC;
 use cranelift_codegen::ir::{types, BlockArg, InstBuilder, Type, Value};
@@ -175,6 +175,8 @@ pub(crate) struct StagePlan {
     tree: Vec<bool>,
     /// Emission order of the instructions (see [`emit_order`]).
     order: Vec<usize>,
+    /// Work shared between neighbouring columns on the `F32X4` interior (see `shift`).
+    shift: Option<super::shift::ShiftPlan>,
 }
 
 impl StagePlan {
@@ -221,12 +223,19 @@ impl StagePlan {
             self.max_dx,
             self.slots.len(),
             slots.join(", "),
-            if self.vectorisable {
-                "vectorised F32X4 (when strides are 1) + overlapped vector tail"
+            if let Some(sp) = &self.shift {
+                format!(
+                    "vectorised F32X4 (when strides are 1), {} vectors per step with {} \
+                     instructions shared across columns by lane shifts, + overlapped vector tail",
+                    super::shift::BLOCK,
+                    sp.derived
+                )
+            } else if self.vectorisable {
+                "vectorised F32X4 (when strides are 1) + overlapped vector tail".into()
             } else if self.bytes {
-                "vectorised I8X16 (when strides are 1) + overlapped vector tail"
+                "vectorised I8X16 (when strides are 1) + overlapped vector tail".into()
             } else {
-                "scalar"
+                "scalar".into()
             }
         )
     }
@@ -237,6 +246,7 @@ pub(crate) fn plan_stage(
     kernel: &Kernel,
     si: usize,
     fault: Option<Fault>,
+    share_columns: bool,
 ) -> Result<StagePlan, CodegenError> {
     let KernelBody::Stencil { stages } = &kernel.body else {
         return Err(bad("not a stencil kernel"));
@@ -324,7 +334,16 @@ pub(crate) fn plan_stage(
     };
     let bytes = !vectorisable && super::bytevec::supported(stage);
     let tree = tree_form(stage);
+    let shift = if vectorisable && share_columns {
+        let flags: Vec<[bool; 3]> = (0..stage.insts.len())
+            .map(|i| [unmasked[i], tree[i], swapped[i]])
+            .collect();
+        super::shift::plan(stage, &flags)
+    } else {
+        None
+    };
     Ok(StagePlan {
+        shift,
         slots,
         slot_dtype,
         slot_of,
@@ -478,6 +497,184 @@ fn remap(
     }
 }
 
+/// The values of one vector (or one column) of a stage program, filled instruction by
+/// instruction.
+struct Frame {
+    /// Per instruction: its value, once emitted.
+    vals: Vec<Option<Val>>,
+    /// Bools known at code-generation time on this path (constants, in-range tests in the
+    /// interior); selects and logic on them are folded.
+    known: Vec<Option<bool>>,
+}
+
+impl Frame {
+    fn new(n: usize) -> Frame {
+        Frame {
+            vals: vec![None; n],
+            known: vec![None; n],
+        }
+    }
+
+    /// The value of an operand (emitted before its users, by construction of every order).
+    fn get(&self, v: &crate::kernel::ValueId) -> Result<Val, CodegenError> {
+        self.vals
+            .get(v.0 as usize)
+            .copied()
+            .flatten()
+            .ok_or_else(|| bad("operand used before it is computed"))
+    }
+
+    /// Writes back an operand whose cached forms (key, NaN mask) grew while in use.
+    fn put(&mut self, v: &crate::kernel::ValueId, val: Val) {
+        self.vals[v.0 as usize] = Some(val);
+    }
+}
+
+/// Emits instruction `i` of the stage at column `x` (four columns on the vector path) into
+/// `frame`, whose operands are already there.
+#[allow(clippy::too_many_arguments)]
+fn emit_at(
+    em: &mut Em,
+    stage: &Stage,
+    plan: &StagePlan,
+    ctx: &RowCtx,
+    frame: &mut Frame,
+    i: usize,
+    x: Value,
+    path: Path,
+    fault: Option<Fault>,
+) -> Result<(), CodegenError> {
+    let inst = &stage.insts[i];
+    let mut kn: Option<bool> = None;
+    if let Some((v, k)) = fold_known(em, &inst.op, &frame.vals, &frame.known)? {
+        frame.vals[i] = Some(v);
+        frame.known[i] = k;
+        return Ok(());
+    }
+    let v = match &inst.op {
+        Op::Load { offset, border, .. } => {
+            let s = plan.slot_of[i].ok_or_else(|| bad("load without slot"))?;
+            let dx = *offset.last().expect("validated offset");
+            let d = inst.dtype;
+            let ty = em.ty(d);
+            let p = ctx.ptr[s];
+            let v = match path {
+                Path::Vector => {
+                    let base = em.b.ins().ishl_imm_u(x, 2);
+                    let addr = em.b.ins().iadd(p, base);
+                    match i32::try_from(dx * 4) {
+                        Ok(o) => em.b.ins().load(ty, mem(), addr, o),
+                        Err(_) => {
+                            let addr = em.b.ins().iadd_imm_s(addr, dx * 4);
+                            em.b.ins().load(ty, mem(), addr, 0)
+                        }
+                    }
+                }
+                Path::Border => {
+                    let j = em.b.ins().iadd_imm_s(x, dx);
+                    let m = if dx == 0 {
+                        // `x` itself is always a column of the row.
+                        j
+                    } else if matches!(border, Border::Constant(_) | Border::Nearest) {
+                        remap(em.b, j, border, ctx, fault)
+                    } else {
+                        // In range (the interior columns, strided or narrow rows): no
+                        // division; out of range: the border's remap.
+                        let inr = em.b.ins().icmp(IntCC::UnsignedLessThan, j, ctx.width);
+                        let slow = em.b.create_block();
+                        let join = em.b.create_block();
+                        em.b.append_block_param(join, types::I64);
+                        em.b.ins().brif(inr, join, &[arg(j)], slow, &[]);
+                        em.b.switch_to_block(slow);
+                        let r = remap(em.b, j, border, ctx, fault);
+                        em.b.ins().jump(join, &[arg(r)]);
+                        em.b.switch_to_block(join);
+                        em.b.block_params(join)[0]
+                    };
+                    let off = em.b.ins().imul(m, ctx.step[s]);
+                    let addr = em.b.ins().iadd(p, off);
+                    let v = em.b.ins().load(ty, mem(), addr, 0);
+                    if let Border::Constant(c) = border {
+                        let inr = em.b.ins().icmp(IntCC::UnsignedLessThan, j, ctx.width);
+                        let mut c = em.constant(*c)?;
+                        let cv = em.plain(&mut c);
+                        em.b.ins().select(inr, v, cv)
+                    } else {
+                        v
+                    }
+                }
+            };
+            Val::plain(d, v)
+        }
+        Op::InRange(offset) => {
+            let dx = *offset.last().expect("validated offset");
+            let outer = plan.slot_of[i].map(|s| ctx.flag[s]);
+            let r = match path {
+                Path::Border => {
+                    let j = em.b.ins().iadd_imm_s(x, dx);
+                    let inr = em.b.ins().icmp(IntCC::UnsignedLessThan, j, ctx.width);
+                    match outer {
+                        Some(f) => em.b.ins().band(inr, f),
+                        None => inr,
+                    }
+                }
+                _ => match outer {
+                    Some(f) => em.bool_from_i8(f),
+                    None => {
+                        kn = Some(true);
+                        let mut c = em.constant(Scalar::Bool(true))?;
+                        em.plain(&mut c)
+                    }
+                },
+            };
+            Val::plain(DType::Bool, r)
+        }
+        Op::Const(c) => {
+            if let Scalar::Bool(b) = c {
+                kn = Some(*b);
+            }
+            em.constant(*c)?
+        }
+        Op::Unary(op, a) => {
+            let mut va = frame.get(a)?;
+            let r = em.unary(*op, &mut va)?;
+            frame.put(a, va);
+            r
+        }
+        Op::Binary(op, a, c) => {
+            let (mut va, mut vc) = (frame.get(a)?, frame.get(c)?);
+            let r = em.binary(
+                *op,
+                &mut va,
+                &mut vc,
+                plan.swapped[i],
+                !plan.unmasked[i],
+                plan.tree[i],
+            )?;
+            frame.put(a, va);
+            frame.put(c, vc);
+            r
+        }
+        Op::Select(c, a, e) => {
+            let (mut vc, mut va, mut ve) = (frame.get(c)?, frame.get(a)?, frame.get(e)?);
+            let r = em.select(&mut vc, &mut va, &mut ve)?;
+            frame.put(c, vc);
+            frame.put(a, va);
+            frame.put(e, ve);
+            r
+        }
+        Op::Cast(a) => {
+            let mut va = frame.get(a)?;
+            let r = em.cast(&mut va, inst.dtype)?;
+            frame.put(a, va);
+            r
+        }
+    };
+    frame.vals[i] = Some(v);
+    frame.known[i] = kn;
+    Ok(())
+}
+
 /// Emits one column (or four) of the stage program at column `x`; returns the plain result.
 fn body(
     b: &mut FunctionBuilder,
@@ -493,160 +690,148 @@ fn body(
         vec: path == Path::Vector,
         fault,
     };
-    let n = stage.insts.len();
-    // Slots filled in `emit_order` (every operand before its user).
-    let mut vals: Vec<Val> = Vec::with_capacity(n);
-    // Bools known at code-generation time on this path (constants, in-range tests in the
-    // interior); selects and logic on them are folded.
-    let mut known: Vec<Option<bool>> = vec![None; n];
-    let mut filled = vec![false; n];
+    let mut frame = Frame::new(stage.insts.len());
     for &i in &plan.order {
-        let inst = &stage.insts[i];
-        let mut kn: Option<bool> = None;
-        let set = |vals: &mut Vec<Val>, filled: &mut Vec<bool>, v: Val| {
-            if vals.is_empty() {
-                // Every slot starts as a copy of the first value emitted; each is
-                // overwritten before it is read (operands come first in the order).
-                vals.resize(n, v);
+        emit_at(&mut em, stage, plan, ctx, &mut frame, i, x, path, fault)?;
+    }
+    let mut r = frame.get(&stage.result)?;
+    Ok(em.plain(&mut r))
+}
+
+/// Emits [`super::shift::BLOCK`] vectors of the stage at columns `x, x + 4, ...` (stride 1,
+/// every read in range), taking shift-equivalent values from lane shuffles of neighbouring
+/// vectors (see `shift`); `store(b, u, value)` writes output vector `u` as soon as it is
+/// computed.
+#[allow(clippy::too_many_arguments)]
+fn body_shared(
+    b: &mut FunctionBuilder,
+    stage: &Stage,
+    plan: &StagePlan,
+    sp: &super::shift::ShiftPlan,
+    ctx: &RowCtx,
+    x: Value,
+    fault: Option<Fault>,
+    mut store: impl FnMut(&mut FunctionBuilder, usize, Value),
+) -> Result<(), CodegenError> {
+    let mut em = Em {
+        b,
+        vec: true,
+        fault,
+    };
+    let n = stage.insts.len();
+    let mut frames: BTreeMap<i64, (Value, Frame)> = BTreeMap::new();
+    for (u, need) in sp.needs.iter().enumerate() {
+        // The vectors ahead first (what later outputs take by lane shifts), then the
+        // output's own; instructions in emission order within a vector.
+        let vs: BTreeSet<i64> = need.iter().flatten().copied().collect();
+        for &v in vs.iter().rev() {
+            for &i in &plan.order {
+                if need[i].binary_search(&v).is_ok() {
+                    ensure(&mut em, stage, plan, sp, ctx, &mut frames, x, (i, v), fault)?;
+                }
             }
-            vals[i] = v;
-            filled[i] = true;
-        };
-        if let Some((v, k)) = fold_known(&mut em, &inst.op, &vals, &known)? {
-            set(&mut vals, &mut filled, v);
-            known[i] = k;
+        }
+        let mut r = frames
+            .get(&(u as i64))
+            .and_then(|f| f.1.vals[stage.result.0 as usize])
+            .ok_or_else(|| bad("shared result not computed"))?;
+        let p = em.plain(&mut r);
+        // Stored at once: Cranelift places pure instructions just before their first
+        // side-effecting user, so a store per vector keeps each vector's work together.
+        store(em.b, u, p);
+    }
+    let _ = n;
+    Ok(())
+}
+
+/// Emits instruction `i` at vector `v` of a shared step and, first, whatever it needs that
+/// is not emitted yet (an explicit stack: no recursion on deep programs).
+#[allow(clippy::too_many_arguments)]
+fn ensure(
+    em: &mut Em,
+    stage: &Stage,
+    plan: &StagePlan,
+    sp: &super::shift::ShiftPlan,
+    ctx: &RowCtx,
+    frames: &mut BTreeMap<i64, (Value, Frame)>,
+    x: Value,
+    at: (usize, i64),
+    fault: Option<Fault>,
+) -> Result<(), CodegenError> {
+    let n = stage.insts.len();
+    let done = |frames: &BTreeMap<i64, (Value, Frame)>, (i, v): (usize, i64)| {
+        frames.get(&v).is_some_and(|f| f.1.vals[i].is_some())
+    };
+    let mut stack = vec![at];
+    while let Some(&(i, v)) = stack.last() {
+        if done(frames, (i, v)) {
+            stack.pop();
             continue;
         }
-        let v = match &inst.op {
-            Op::Load { offset, border, .. } => {
-                let s = plan.slot_of[i].ok_or_else(|| bad("load without slot"))?;
-                let dx = *offset.last().expect("validated offset");
-                let d = inst.dtype;
-                let ty = em.ty(d);
-                let p = ctx.ptr[s];
-                let v = match path {
-                    Path::Vector => {
-                        let base = em.b.ins().ishl_imm_u(x, 2);
-                        let addr = em.b.ins().iadd(p, base);
-                        match i32::try_from(dx * 4) {
-                            Ok(o) => em.b.ins().load(ty, mem(), addr, o),
-                            Err(_) => {
-                                let addr = em.b.ins().iadd_imm_s(addr, dx * 4);
-                                em.b.ins().load(ty, mem(), addr, 0)
-                            }
-                        }
-                    }
-                    Path::Border => {
-                        let j = em.b.ins().iadd_imm_s(x, dx);
-                        let m = if dx == 0 {
-                            // `x` itself is always a column of the row.
-                            j
-                        } else if matches!(border, Border::Constant(_) | Border::Nearest) {
-                            remap(em.b, j, border, ctx, fault)
-                        } else {
-                            // In range (the interior columns, strided or narrow rows): no
-                            // division; out of range: the border's remap.
-                            let inr = em.b.ins().icmp(IntCC::UnsignedLessThan, j, ctx.width);
-                            let slow = em.b.create_block();
-                            let join = em.b.create_block();
-                            em.b.append_block_param(join, types::I64);
-                            em.b.ins().brif(inr, join, &[arg(j)], slow, &[]);
-                            em.b.switch_to_block(slow);
-                            let r = remap(em.b, j, border, ctx, fault);
-                            em.b.ins().jump(join, &[arg(r)]);
-                            em.b.switch_to_block(join);
-                            em.b.block_params(join)[0]
-                        };
-                        let off = em.b.ins().imul(m, ctx.step[s]);
-                        let addr = em.b.ins().iadd(p, off);
-                        let v = em.b.ins().load(ty, mem(), addr, 0);
-                        if let Border::Constant(c) = border {
-                            let inr = em.b.ins().icmp(IntCC::UnsignedLessThan, j, ctx.width);
-                            let mut c = em.constant(*c)?;
-                            let cv = em.plain(&mut c);
-                            em.b.ins().select(inr, v, cv)
-                        } else {
-                            v
-                        }
-                    }
-                };
-                Val::plain(d, v)
-            }
-            Op::InRange(offset) => {
-                let dx = *offset.last().expect("validated offset");
-                let outer = plan.slot_of[i].map(|s| ctx.flag[s]);
-                let r = match path {
-                    Path::Border => {
-                        let j = em.b.ins().iadd_imm_s(x, dx);
-                        let inr = em.b.ins().icmp(IntCC::UnsignedLessThan, j, ctx.width);
-                        match outer {
-                            Some(f) => em.b.ins().band(inr, f),
-                            None => inr,
-                        }
-                    }
-                    _ => match outer {
-                        Some(f) => em.bool_from_i8(f),
-                        None => {
-                            kn = Some(true);
-                            let mut c = em.constant(Scalar::Bool(true))?;
-                            em.plain(&mut c)
-                        }
-                    },
-                };
-                Val::plain(DType::Bool, r)
-            }
-            Op::Const(c) => {
-                if let Scalar::Bool(b) = c {
-                    kn = Some(*b);
+        let deps: Vec<(usize, i64)> = match sp.derive[i] {
+            Some((r, d)) => {
+                let (fl, k) = (d.div_euclid(4), d.rem_euclid(4));
+                let mut deps = vec![(r, v + fl)];
+                if k != 0 {
+                    deps.push((r, v + fl + 1));
                 }
-                em.constant(*c)?
+                deps
             }
-            Op::Unary(op, a) => {
-                let mut va = vals[a.0 as usize];
-                let r = em.unary(*op, &mut va)?;
-                vals[a.0 as usize] = va;
-                r
-            }
-            Op::Binary(op, a, c) => {
-                let (ai, ci) = (a.0 as usize, c.0 as usize);
-                let (mut va, mut vc) = (vals[ai], vals[ci]);
-                let r = em.binary(
-                    *op,
-                    &mut va,
-                    &mut vc,
-                    plan.swapped[i],
-                    !plan.unmasked[i],
-                    plan.tree[i],
-                )?;
-                vals[ai] = va;
-                vals[ci] = vc;
-                r
-            }
-            Op::Select(c, a, e) => {
-                let (ci, ai, ei) = (c.0 as usize, a.0 as usize, e.0 as usize);
-                let (mut vc, mut va, mut ve) = (vals[ci], vals[ai], vals[ei]);
-                let r = em.select(&mut vc, &mut va, &mut ve)?;
-                vals[ci] = vc;
-                vals[ai] = va;
-                vals[ei] = ve;
-                r
-            }
-            Op::Cast(a) => {
-                let mut va = vals[a.0 as usize];
-                let r = em.cast(&mut va, inst.dtype)?;
-                vals[a.0 as usize] = va;
-                r
-            }
+            None => operands(&stage.insts[i].op)
+                .into_iter()
+                .map(|o| (o, v))
+                .collect(),
         };
-        set(&mut vals, &mut filled, v);
-        known[i] = kn;
+        let missing: Vec<(usize, i64)> =
+            deps.iter().copied().filter(|&d| !done(frames, d)).collect();
+        if !missing.is_empty() {
+            stack.extend(missing.into_iter().rev());
+            continue;
+        }
+        stack.pop();
+        if let std::collections::btree_map::Entry::Vacant(e) = frames.entry(v) {
+            let xv = em.b.ins().iadd_imm_s(x, 4 * v);
+            e.insert((xv, Frame::new(n)));
+        }
+        match sp.derive[i] {
+            Some((r, d)) => {
+                let (fl, k) = (d.div_euclid(4), d.rem_euclid(4));
+                let get = |frames: &BTreeMap<i64, (Value, Frame)>, w: i64| {
+                    frames
+                        .get(&w)
+                        .and_then(|f| Some((f.1.vals[r]?, f.1.known[r])))
+                        .ok_or_else(|| bad("shared value used before it is computed"))
+                };
+                let (mut lo, known) = get(frames, v + fl)?;
+                let val = if k == 0 {
+                    lo
+                } else {
+                    let (mut hi, _) = get(frames, v + fl + 1)?;
+                    em.shift_lanes(&mut lo, &mut hi, k as u8)
+                };
+                if let Some((_, f)) = frames.get_mut(&v) {
+                    f.vals[i] = Some(val);
+                    f.known[i] = known;
+                }
+            }
+            None => {
+                if let Some((xv, f)) = frames.get_mut(&v) {
+                    emit_at(em, stage, plan, ctx, f, i, *xv, Path::Vector, fault)?;
+                }
+            }
+        }
     }
-    let ri = stage.result.0 as usize;
-    if !filled.get(ri).copied().unwrap_or(false) {
-        return Err(bad("stage result not computed"));
+    Ok(())
+}
+
+/// The operand instructions of `op`.
+fn operands(op: &Op) -> Vec<usize> {
+    match op {
+        Op::Unary(_, a) | Op::Cast(a) => vec![a.0 as usize],
+        Op::Binary(_, a, b) => vec![a.0 as usize, b.0 as usize],
+        Op::Select(c, a, b) => vec![c.0 as usize, a.0 as usize, b.0 as usize],
+        Op::Load { .. } | Op::InRange(_) | Op::Const(_) => vec![],
     }
-    let mut r = vals[ri];
-    Ok(em.plain(&mut r))
 }
 
 /// The order in which `body` emits a stage's instructions: program order, except that each
@@ -690,28 +875,31 @@ fn emit_order(stage: &Stage) -> Vec<usize> {
 fn fold_known(
     em: &mut Em,
     op: &Op,
-    vals: &[Val],
+    vals: &[Option<Val>],
     known: &[Option<bool>],
 ) -> Result<Option<(Val, Option<bool>)>, CodegenError> {
     let k = |v: &crate::kernel::ValueId| known.get(v.0 as usize).copied().flatten();
-    let val = |v: &crate::kernel::ValueId| vals[v.0 as usize];
+    let val = |v: &crate::kernel::ValueId| -> Result<Val, CodegenError> {
+        vals.get(v.0 as usize)
+            .copied()
+            .flatten()
+            .ok_or_else(|| bad("operand used before it is computed"))
+    };
     let konst = |em: &mut Em, b: bool| -> Result<Option<(Val, Option<bool>)>, CodegenError> {
         Ok(Some((em.constant(Scalar::Bool(b))?, Some(b))))
     };
-    let pass = |v: &crate::kernel::ValueId| Ok(Some((val(v), k(v))));
+    let pass = |v: &crate::kernel::ValueId| Ok(Some((val(v)?, k(v))));
     match op {
         Op::Select(c, a, e) => match (k(c), k(e)) {
             (Some(true), _) => pass(a),
             (Some(false), _) => pass(e),
             (None, Some(false)) => {
-                let mut vc = vals[c.0 as usize];
-                Ok(em.fin_gate(&mut vc, &val(a)).map(|v| (v, None)))
+                let mut vc = val(c)?;
+                Ok(em.fin_gate(&mut vc, &val(a)?).map(|v| (v, None)))
             }
             _ => Ok(None),
         },
-        Op::Binary(BinaryOp::And | BinaryOp::Or, a, b)
-            if vals[a.0 as usize].dtype == DType::Bool =>
-        {
+        Op::Binary(BinaryOp::And | BinaryOp::Or, a, b) if val(a)?.dtype == DType::Bool => {
             let is_and = matches!(op, Op::Binary(BinaryOp::And, ..));
             match (k(a), k(b)) {
                 (Some(x), _) if x != is_and => konst(em, x),
@@ -1018,7 +1206,52 @@ fn emit_row(
             b.ins().store(mem(), v, addr, 0);
             Ok(())
         };
-        if stage.insts.len() <= UNROLL_MAX_INSTS {
+        if let Some(sp) = &plan.shift {
+            // Shared steps of `BLOCK` vectors (see `shift`): single vectors first until the
+            // step's extra reads to the left are in the row (`x >= wlo`), then steps while
+            // every output is in the interior and every read in the row, then the
+            // one-vector loop for the rest.
+            let block = super::shift::BLOCK as i64;
+            let pro_hdr = b.create_block();
+            b.append_block_param(pro_hdr, i64t);
+            let pro_body = b.create_block();
+            let wide_hdr = b.create_block();
+            b.append_block_param(wide_hdr, i64t);
+            let wide_body = b.create_block();
+            b.ins()
+                .brif(ok, pro_hdr, &[arg(xlo)], border_entry, &[arg(xlo)]);
+
+            b.switch_to_block(pro_hdr);
+            let x = b.block_params(pro_hdr)[0];
+            let wlo = b.ins().iconst(i64t, (-sp.read_lo).max(0));
+            let before = b.ins().icmp(IntCC::SignedLessThan, x, wlo);
+            let xn = b.ins().iadd_imm_s(x, lanes);
+            let fits = b.ins().icmp(IntCC::SignedLessThanOrEqual, xn, xhi);
+            let go = b.ins().band(before, fits);
+            b.ins().brif(go, pro_body, &[], wide_hdr, &[arg(x)]);
+            b.switch_to_block(pro_body);
+            emit_vec(b, x)?;
+            b.ins().jump(pro_hdr, &[arg(xn)]);
+
+            b.switch_to_block(wide_hdr);
+            let x = b.block_params(wide_hdr)[0];
+            let started = b.ins().icmp(IntCC::SignedGreaterThanOrEqual, x, wlo);
+            let last_read = b.ins().iadd_imm_s(x, sp.read_hi);
+            let reads_in = b.ins().icmp(IntCC::SignedLessThan, last_read, width);
+            let xw = b.ins().iadd_imm_s(x, block * lanes);
+            let outs_in = b.ins().icmp(IntCC::SignedLessThanOrEqual, xw, xhi);
+            let go = b.ins().band(started, reads_in);
+            let go = b.ins().band(go, outs_in);
+            b.ins().brif(go, wide_body, &[], vec_hdr, &[arg(x)]);
+            b.switch_to_block(wide_body);
+            body_shared(b, stage, plan, sp, ctx, x, fault, |b, u, v| {
+                let xu = b.ins().iadd_imm_s(x, u as i64 * lanes);
+                let off = b.ins().imul_imm_s(xu, esize(out_d));
+                let addr = b.ins().iadd(out, off);
+                b.ins().store(mem(), v, addr, 0);
+            })?;
+            b.ins().jump(wide_hdr, &[arg(xw)]);
+        } else if stage.insts.len() <= UNROLL_MAX_INSTS {
             // Small stages: two vectors per step first (more independent work per loop
             // iteration), then the one-vector loop for the rest.
             let hdr2 = b.create_block();

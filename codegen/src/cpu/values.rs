@@ -11,7 +11,9 @@
 
 use cranelift_codegen::ir::condcodes::{FloatCC, IntCC};
 use cranelift_codegen::ir::immediates::{Ieee32, Ieee64};
-use cranelift_codegen::ir::{types, InstBuilder, MemFlagsData, Type, Value};
+use cranelift_codegen::ir::{
+    types, ConstantData, Endianness, InstBuilder, MemFlagsData, Type, Value,
+};
 use cranelift_frontend::FunctionBuilder;
 use kiln_ir::semantics::{CANONICAL_NAN_F32, CANONICAL_NAN_F64};
 use kiln_ir::{BinaryOp, DType, Scalar, UnaryOp};
@@ -441,6 +443,70 @@ impl Em<'_, '_> {
             None => fixed,
         };
         self.b.ins().bitcast(ft, MemFlagsData::new(), bits)
+    }
+
+    /// Lanes `k..k+4` of the eight lanes `lo ++ hi` (vector mode, `1 <= k <= 3`): one
+    /// `palignr` per register form. Used to get a value at a column shift from the same
+    /// value computed at two neighbouring vectors (see `shift`). When both values hold the
+    /// same forms (always, for two vectors of one instruction emitted by the same code),
+    /// each form is shifted and the result has those forms; otherwise the plain forms are.
+    pub(crate) fn shift_lanes(&mut self, lo: &mut Val, hi: &mut Val, k: u8) -> Val {
+        let same = lo.plain.is_some() == hi.plain.is_some()
+            && lo.key.is_some() == hi.key.is_some()
+            && lo.nan.is_some() == hi.nan.is_some()
+            && lo.fin.map(|f| f.1) == hi.fin.map(|f| f.1)
+            && lo.tree.map(|t| t.max) == hi.tree.map(|t| t.max);
+        if !same {
+            let (pl, ph) = (self.plain(lo), self.plain(hi));
+            let p = self.lane_shift(pl, ph, k);
+            return Val::plain(lo.dtype, p);
+        }
+        let mut sh = |a: Option<Value>, b: Option<Value>| match (a, b) {
+            (Some(a), Some(b)) => Some(self.lane_shift(a, b, k)),
+            _ => None,
+        };
+        Val {
+            dtype: lo.dtype,
+            plain: sh(lo.plain, hi.plain),
+            key: sh(lo.key, hi.key),
+            nan: sh(lo.nan, hi.nan),
+            fin: match (lo.fin, hi.fin) {
+                (Some((a, neg)), Some((b, _))) => Some((sh(Some(a), Some(b)).unwrap_or(a), neg)),
+                _ => None,
+            },
+            tree: match (lo.tree, hi.tree) {
+                (Some(a), Some(b)) => Some(Tree {
+                    max: a.max,
+                    m: sh(Some(a.m), Some(b.m)).unwrap_or(a.m),
+                    acc: sh(Some(a.acc), Some(b.acc)).unwrap_or(a.acc),
+                }),
+                _ => None,
+            },
+        }
+    }
+
+    /// Lanes `k..k+4` of the 32-bit lanes of `a ++ b` (`palignr`), in `a`'s type.
+    fn lane_shift(&mut self, a: Value, b: Value, k: u8) -> Value {
+        let ty = self.b.func.dfg.value_type(a);
+        let bytes_ty = types::I8X16;
+        let ab = self.b.ins().bitcast(
+            bytes_ty,
+            MemFlagsData::new().with_endianness(Endianness::Little),
+            a,
+        );
+        let bb = self.b.ins().bitcast(
+            bytes_ty,
+            MemFlagsData::new().with_endianness(Endianness::Little),
+            b,
+        );
+        let mask: Vec<u8> = (0..16).map(|j| 4 * k + j).collect();
+        let imm = self.b.func.dfg.immediates.push(ConstantData::from(mask));
+        let r = self.b.ins().shuffle(ab, bb, imm);
+        self.b.ins().bitcast(
+            ty,
+            MemFlagsData::new().with_endianness(Endianness::Little),
+            r,
+        )
     }
 
     /// Elementwise unary op.

@@ -1,12 +1,14 @@
 //! Graph passes. Each pass is a function `Graph -> Graph` (or `Graph -> Partition` for the
 //! fusion scheduler) in a file of its own.
 
+pub mod columns;
 pub mod cse;
 pub mod dce;
 pub mod decompose;
 pub mod fuse;
 pub mod prune;
 
+pub use columns::share_columns;
 pub use cse::cse;
 pub use dce::dce;
 pub use decompose::decompose;
@@ -16,8 +18,8 @@ pub use prune::{eval_network, prune, prune_network, PrunedNetwork};
 use crate::graph::Graph;
 
 /// The optimisation pipeline every executor of fused kernels runs before [`fuse()`]:
-/// `cse → dce → prune → decompose → cse → dce`. Each pass preserves the graph's bits
-/// exactly (see each pass's documentation).
+/// `cse → dce → prune → share_columns → decompose → cse → dce`. Each pass preserves the
+/// graph's bits exactly (see each pass's documentation).
 pub fn optimize(graph: &Graph) -> Graph {
     optimize_traced(graph, |_, _| {})
 }
@@ -28,10 +30,11 @@ type Pass = fn(&Graph) -> Graph;
 /// [`optimize`], calling `after(pass_name, graph)` with the graph after each pass (what
 /// `kiln dump` prints), so the pipeline is written down once.
 pub fn optimize_traced(graph: &Graph, mut after: impl FnMut(&str, &Graph)) -> Graph {
-    let steps: [(&str, Pass); 6] = [
+    let steps: [(&str, Pass); 7] = [
         ("cse", cse),
         ("dce", dce),
         ("prune", prune),
+        ("share_columns", share_columns),
         ("decompose", decompose),
         ("cse", cse),
         ("dce", dce),

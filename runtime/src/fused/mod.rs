@@ -1,8 +1,8 @@
 //! The fused executor: compiles a graph into fused kernels (with a kernel cache) and runs
 //! them on rayon threads.
 //!
-//! Pipeline of [`Engine::compile`]: `optimize (cse → dce → prune → decompose → cse → dce) → fuse → lower → cpu::compile`, the
-//! last step through a cache keyed by the kernel form and the compile options (no shapes or
+//! Pipeline of [`Engine::compile`]: `optimize` (see `kiln_ir::passes::optimize`) `→ fuse →
+//! lower → cpu::compile`, the last step through a cache keyed by the kernel form and the compile options (no shapes or
 //! strides in the key: one compiled kernel serves every shape of the same rank and dtypes).
 //!
 //! Execution (see ARCHITECTURE.md, "CPU schedule"): groups run in partition order; each

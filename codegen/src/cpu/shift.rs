@@ -1,0 +1,274 @@
+//! Work sharing between neighbouring columns: common subexpressions modulo a column shift.
+//!
+//! Two instructions of a stage are *shift-equivalent* when one is the other's program with
+//! every column offset moved by the same `d`: then `value_j(x) == value_i(x + d)` at every
+//! column `x` where both read inside the row. A median over sorted columns has this shape
+//! (the sort of column `dx = +1` at `x` is the sort of column `dx = 0` at `x + 1`), and so
+//! has a window reduction built from shifted partial reductions.
+//!
+//! On the vector interior (stride 1, four columns per vector, every read in range) the row
+//! function then computes each class once per vector and gets the other members by lane
+//! shuffles (`palignr`) of two neighbouring vectors of the class's first member. A loop
+//! step covers [`BLOCK`] output vectors; the first member is computed at the few extra
+//! vectors the shuffles need, so a class of `m` members costs about `1 + 1/BLOCK` programs
+//! per vector instead of `m`. The values are the same bits: a lane shuffle moves values,
+//! it computes nothing, and every member computes the same operations on the same inputs.
+//!
+//! The border columns and the scalar paths compute every instruction directly.
+
+use std::collections::{BTreeSet, HashMap};
+
+use kiln_ir::{BinaryOp, DType, Scalar, UnaryOp};
+
+use crate::kernel::{Op, Source, Stage};
+
+/// Output vectors per loop step of the shared vector loop.
+pub(crate) const BLOCK: usize = 4;
+
+/// Columns per vector.
+const LANES: i64 = 4;
+
+/// The class of an instruction's program, up to a column shift.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+enum Key {
+    /// A load at column offset 0 (its shift is its column offset). The border mode plays
+    /// no part: on the vector interior every read is in range.
+    Load {
+        source: Source,
+        outer: Vec<i64>,
+        dtype: DType,
+    },
+    /// A column-independent value on the vector path: a constant, or an in-range test
+    /// (true along the row in the interior; the outer part is one flag per row).
+    Const(Scalar),
+    InRange(Vec<i64>),
+    /// An operation on operand classes, each with its shift relative to the instruction's
+    /// (`None`: a column-independent operand).
+    Op {
+        op: OpKey,
+        dtype: DType,
+        /// `unmasked`, `tree` and `swapped` of the stage plan: members must be emitted by the
+        /// same code.
+        flags: [bool; 3],
+        operands: Vec<(u32, Option<i64>)>,
+    },
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+enum OpKey {
+    Unary(UnaryOp),
+    Binary(BinaryOp),
+    Select,
+    Cast,
+}
+
+/// How the shared vector loop computes a stage.
+#[derive(Clone, Debug)]
+pub(crate) struct ShiftPlan {
+    /// Per instruction: `Some((r, d))` when it is taken from instruction `r` at column
+    /// shift `d > 0` (`value_i(x) == value_r(x + d)`) instead of being computed.
+    pub(crate) derive: Vec<Option<(usize, i64)>>,
+    /// Per output vector `u` of a step, per instruction: the vectors (relative to the step's
+    /// first one) at which the instruction is needed, ascending.
+    pub(crate) needs: Vec<Vec<Vec<i64>>>,
+    /// Smallest and largest column read by a step at `x`, relative to `x`.
+    pub(crate) read_lo: i64,
+    pub(crate) read_hi: i64,
+    /// Number of derived instructions (for `describe`).
+    pub(crate) derived: usize,
+}
+
+/// The folding of the vector body's `fold_known` on bools known at code-generation time:
+/// `Some((Some(a), k))` when the instruction passes operand `a` through, `Some((None, k))`
+/// when it is the known bool `k`.
+fn fold(op: &Op, known: &[Option<bool>]) -> Option<(Option<usize>, Option<bool>)> {
+    let k = |v: &crate::kernel::ValueId| known[v.0 as usize];
+    let pass = |v: &crate::kernel::ValueId| Some((Some(v.0 as usize), k(v)));
+    match op {
+        Op::Select(c, a, e) => match k(c)? {
+            true => pass(a),
+            false => pass(e),
+        },
+        Op::Binary(op @ (BinaryOp::And | BinaryOp::Or), a, b) => {
+            let is_and = *op == BinaryOp::And;
+            match (k(a), k(b)) {
+                (Some(x), _) | (_, Some(x)) if x != is_and => Some((None, Some(x))),
+                (Some(_), _) => pass(b),
+                (_, Some(_)) => pass(a),
+                _ => None,
+            }
+        }
+        Op::Unary(UnaryOp::Not, a) => Some((None, Some(!k(a)?))),
+        _ => None,
+    }
+}
+
+/// Finds the shift classes of a vectorised stage. `flags[i]` are the per-instruction
+/// code-generation choices that must agree within a class. `None` when nothing would be
+/// shared.
+pub(crate) fn plan(stage: &Stage, flags: &[[bool; 3]]) -> Option<ShiftPlan> {
+    let n = stage.insts.len();
+    let mut classes: HashMap<Key, u32> = HashMap::new();
+    // Per instruction: class and shift (`None`: column-independent).
+    let mut cls: Vec<(u32, Option<i64>)> = Vec::with_capacity(n);
+    let mut first: Vec<(usize, Option<i64>)> = Vec::new();
+    let mut known: Vec<Option<bool>> = vec![None; n];
+    let mut aliased = vec![false; n];
+    for (i, inst) in stage.insts.iter().enumerate() {
+        let rel = |v: &crate::kernel::ValueId, base: Option<i64>| -> (u32, Option<i64>) {
+            let (c, s) = cls[v.0 as usize];
+            (c, s.map(|s| s - base.unwrap_or(0)))
+        };
+        let op_key = |op: OpKey, ops: &[crate::kernel::ValueId]| -> (Key, Option<i64>) {
+            let base = ops.iter().filter_map(|v| cls[v.0 as usize].1).min();
+            let mut operands: Vec<(u32, Option<i64>)> = ops.iter().map(|v| rel(v, base)).collect();
+            if let OpKey::Binary(b) = op {
+                if b.is_commutative() {
+                    operands.sort();
+                }
+            }
+            (
+                Key::Op {
+                    op,
+                    dtype: inst.dtype,
+                    flags: flags[i],
+                    operands,
+                },
+                base,
+            )
+        };
+        let (key, shift) = match &inst.op {
+            Op::Load { source, offset, .. } => {
+                let (dx, outer) = offset.split_last()?;
+                (
+                    Key::Load {
+                        source: *source,
+                        outer: outer.to_vec(),
+                        dtype: inst.dtype,
+                    },
+                    Some(*dx),
+                )
+            }
+            Op::Const(c) => {
+                if let Scalar::Bool(b) = c {
+                    known[i] = Some(*b);
+                }
+                (Key::Const(*c), None)
+            }
+            Op::InRange(offset) => {
+                let (_, outer) = offset.split_last()?;
+                if outer.iter().all(|&o| o == 0) {
+                    known[i] = Some(true);
+                }
+                (Key::InRange(outer.to_vec()), None)
+            }
+            // What the vector body folds (see `fold_known` in rowfn) is the value it passes
+            // through, or a known bool: same class, emitted as no code.
+            _ if fold(&inst.op, &known).is_some() => {
+                let (alias, k) = fold(&inst.op, &known)?;
+                known[i] = k;
+                aliased[i] = true;
+                match alias {
+                    Some(a) => {
+                        cls.push(cls[a]);
+                        continue;
+                    }
+                    None => (Key::Const(Scalar::Bool(k?)), None),
+                }
+            }
+            Op::Unary(op, a) => op_key(OpKey::Unary(*op), std::slice::from_ref(a)),
+            Op::Cast(a) => op_key(OpKey::Cast, std::slice::from_ref(a)),
+            Op::Binary(op, a, b) => op_key(OpKey::Binary(*op), &[*a, *b]),
+            Op::Select(c, a, b) => op_key(OpKey::Select, &[*c, *a, *b]),
+        };
+        let next = classes.len() as u32;
+        let c = *classes.entry(key).or_insert(next);
+        if c == next {
+            first.push((i, shift));
+        } else if let (Some(s), Some(fs)) = (shift, first[c as usize].1) {
+            // The member with the smallest shift represents the class, so every other
+            // member reads it at a shift `d > 0` (vectors at and after its own).
+            if s < fs {
+                first[c as usize] = (i, shift);
+            }
+        }
+        cls.push((c, shift));
+    }
+    let mut derive: Vec<Option<(usize, i64)>> = vec![None; n];
+    let mut derived = 0;
+    for (i, inst) in stage.insts.iter().enumerate() {
+        if aliased[i] || matches!(inst.op, Op::Load { .. } | Op::Const(_) | Op::InRange(_)) {
+            continue;
+        }
+        let (c, s) = cls[i];
+        let (r, rs) = first[c as usize];
+        if r == i {
+            continue;
+        }
+        if let (Some(s), Some(rs)) = (s, rs) {
+            derive[i] = Some((r, s - rs));
+            derived += 1;
+        }
+    }
+    if derived == 0 {
+        return None;
+    }
+    let mut needs = Vec::with_capacity(BLOCK);
+    let (mut read_lo, mut read_hi) = (i64::MAX, i64::MIN);
+    for u in 0..BLOCK as i64 {
+        let mut need: Vec<BTreeSet<i64>> = vec![BTreeSet::new(); n];
+        need[stage.result.0 as usize].insert(u);
+        // Each instruction's needs come from later instructions or, through `derive`, from
+        // any member of its class: propagate over a work list until nothing is added.
+        let mut done: Vec<BTreeSet<i64>> = vec![BTreeSet::new(); n];
+        let mut work: Vec<usize> = vec![stage.result.0 as usize];
+        while let Some(i) = work.pop() {
+            let vs: Vec<i64> = need[i].difference(&done[i]).copied().collect();
+            if vs.is_empty() {
+                continue;
+            }
+            done[i].extend(vs.iter().copied());
+            if let Some((r, d)) = derive[i] {
+                let (fl, k) = (d.div_euclid(LANES), d.rem_euclid(LANES));
+                for v in vs {
+                    need[r].insert(v + fl);
+                    if k != 0 {
+                        need[r].insert(v + fl + 1);
+                    }
+                }
+                work.push(r);
+                continue;
+            }
+            let inst = &stage.insts[i];
+            let ops: Vec<usize> = match &inst.op {
+                Op::Unary(_, a) | Op::Cast(a) => vec![a.0 as usize],
+                Op::Binary(_, a, b) => vec![a.0 as usize, b.0 as usize],
+                Op::Select(c, a, b) => vec![c.0 as usize, a.0 as usize, b.0 as usize],
+                Op::Load { offset, .. } => {
+                    let dx = *offset.last()?;
+                    for &v in &vs {
+                        read_lo = read_lo.min(LANES * v + dx);
+                        read_hi = read_hi.max(LANES * v + dx + LANES - 1);
+                    }
+                    vec![]
+                }
+                Op::Const(_) | Op::InRange(_) => vec![],
+            };
+            for o in ops {
+                need[o].extend(vs.iter().copied());
+                work.push(o);
+            }
+        }
+        needs.push(need.into_iter().map(|s| s.into_iter().collect()).collect());
+    }
+    if read_lo > read_hi {
+        return None;
+    }
+    Some(ShiftPlan {
+        derive,
+        needs,
+        read_lo,
+        read_hi,
+        derived,
+    })
+}
