@@ -489,7 +489,9 @@ impl StageBuilder<'_> {
             NodeKind::Binary { op, .. } => self.prog.emit(Op::Binary(*op, vals[0], vals[1]), dtype),
             NodeKind::Select { .. } => self.prog.emit(Op::Select(vals[0], vals[1], vals[2]), dtype),
             NodeKind::Gather { .. } => vals[0],
-            NodeKind::WindowReduce { op, .. } => self.reduce(*op, vals, dtype),
+            NodeKind::WindowReduce { op, footprint, .. } => {
+                self.reduce(*op, vals, &footprint.offsets, dtype)
+            }
             NodeKind::Network {
                 width,
                 pairs,
@@ -524,7 +526,14 @@ impl StageBuilder<'_> {
         }
     }
 
-    fn reduce(&mut self, op: ReduceOp, vals: &[ValueId], dtype: DType) -> ValueId {
+    /// One value from the values of a window reduction (`vals[k]` read at `offsets[k]`).
+    fn reduce(
+        &mut self,
+        op: ReduceOp,
+        vals: &[ValueId],
+        offsets: &[Vec<i64>],
+        dtype: DType,
+    ) -> ValueId {
         let bop = op.combiner();
         if op == ReduceOp::Sum {
             let mut acc = vals[0];
@@ -533,6 +542,54 @@ impl StageBuilder<'_> {
             }
             return acc;
         }
+        if let Some(columns) = box_columns(offsets) {
+            return self.reduce_box(bop, vals, &columns, dtype);
+        }
+        self.balanced(bop, vals, dtype)
+    }
+
+    /// An order-free reduction over a box whose columns (last-axis offsets) are contiguous,
+    /// shaped so that a backend can share work between neighbouring points: each column
+    /// reduced alone (the same tree at every column), then the columns by doubling,
+    /// `T₂ₚ(s) = op(Tₚ(s), Tₚ(s + p))`, and `op(T_P(a), T_P(b - P + 1))` for the largest
+    /// power of two `P` not above the width: every `Tₚ` is one program at shifted columns.
+    /// The two last blocks may overlap, which is exact because min, max, any and all are
+    /// idempotent (kiln's min/max form a lattice, NaN included).
+    fn reduce_box(
+        &mut self,
+        bop: BinaryOp,
+        vals: &[ValueId],
+        columns: &[Vec<usize>],
+        dtype: DType,
+    ) -> ValueId {
+        let mut level: Vec<ValueId> = columns
+            .iter()
+            .map(|members| {
+                let col: Vec<ValueId> = members.iter().map(|&k| vals[k]).collect();
+                self.balanced(bop, &col, dtype)
+            })
+            .collect();
+        let width = level.len();
+        let mut p = 1;
+        while 2 * p <= width {
+            level = (0..=width - 2 * p)
+                .map(|s| {
+                    self.prog
+                        .emit(Op::Binary(bop, level[s], level[s + p]), dtype)
+                })
+                .collect();
+            p *= 2;
+        }
+        if p == width {
+            level[0]
+        } else {
+            let last = level[width - p];
+            self.prog.emit(Op::Binary(bop, level[0], last), dtype)
+        }
+    }
+
+    /// A balanced tree of `bop` over `vals`, pairing neighbours.
+    fn balanced(&mut self, bop: BinaryOp, vals: &[ValueId], dtype: DType) -> ValueId {
         let mut level = vals.to_vec();
         while level.len() > 1 {
             let mut next = Vec::with_capacity(level.len().div_ceil(2));
@@ -621,4 +678,29 @@ fn check_rank(graph: &Graph, x: NodeId, offset: &[i64]) -> Result<(), CodegenErr
         )));
     }
     Ok(())
+}
+
+/// When `offsets` form a full box (every outer offset combined with every last-axis offset)
+/// whose last-axis offsets are contiguous, the indices into `offsets` per column, columns
+/// by ascending last-axis offset, each column's members by ascending outer offset.
+fn box_columns(offsets: &[Vec<i64>]) -> Option<Vec<Vec<usize>>> {
+    use std::collections::BTreeMap;
+    let mut cols: BTreeMap<i64, BTreeMap<&[i64], usize>> = BTreeMap::new();
+    for (k, off) in offsets.iter().enumerate() {
+        let (dx, outer) = off.split_last()?;
+        if cols.entry(*dx).or_default().insert(outer, k).is_some() {
+            return None;
+        }
+    }
+    let first: Vec<&[i64]> = cols.values().next()?.keys().copied().collect();
+    let (lo, hi) = (*cols.keys().next()?, *cols.keys().next_back()?);
+    let contiguous = (hi - lo + 1) as usize == cols.len();
+    let same_rows = cols
+        .values()
+        .all(|c| c.keys().copied().eq(first.iter().copied()));
+    (contiguous && same_rows).then(|| {
+        cols.values()
+            .map(|c| c.values().copied().collect())
+            .collect()
+    })
 }

@@ -227,8 +227,7 @@ impl StagePlan {
                 format!(
                     "vectorised F32X4 (when strides are 1), {} vectors per step with {} \
                      instructions shared across columns by lane shifts, + overlapped vector tail",
-                    super::shift::BLOCK,
-                    sp.derived
+                    sp.blocks, sp.derived
                 )
             } else if self.vectorisable {
                 "vectorised F32X4 (when strides are 1) + overlapped vector tail".into()
@@ -698,7 +697,7 @@ fn body(
     Ok(em.plain(&mut r))
 }
 
-/// Emits [`super::shift::BLOCK`] vectors of the stage at columns `x, x + 4, ...` (stride 1,
+/// Emits `sp.blocks` vectors of the stage at columns `x, x + 4, ...` (stride 1,
 /// every read in range), taking shift-equivalent values from lane shuffles of neighbouring
 /// vectors (see `shift`); `store(b, u, value)` writes output vector `u` as soon as it is
 /// computed.
@@ -1176,12 +1175,6 @@ fn emit_row(
         // already written with the same values: every column is a pure function of the
         // sources, and `out` overlaps no source row), unless the interior is narrower than
         // one vector.
-        let vec_hdr = b.create_block();
-        b.append_block_param(vec_hdr, i64t);
-        let vec_body = b.create_block();
-        b.append_block_param(vec_body, i64t);
-        let vec_tail = b.create_block();
-        b.append_block_param(vec_tail, i64t);
         let out_one = b.ins().icmp_imm_s(IntCC::Equal, out_stride, 1);
         let ok = match unit_strides {
             Some(u) => b.ins().band(u, out_one),
@@ -1206,99 +1199,138 @@ fn emit_row(
             b.ins().store(mem(), v, addr, 0);
             Ok(())
         };
+        // The one-vector loop: for every vectorised stage but big shared ones (whose
+        // leftover columns run scalar instead, for compile time).
+        let one_vector = plan
+            .shift
+            .as_ref()
+            .is_none_or(|sp| sp.blocks == super::shift::BLOCK);
+        let vec_hdr = one_vector.then(|| {
+            let blk = b.create_block();
+            b.append_block_param(blk, i64t);
+            blk
+        });
         if let Some(sp) = &plan.shift {
-            // Shared steps of `BLOCK` vectors (see `shift`): single vectors first until the
-            // step's extra reads to the left are in the row (`x >= wlo`), then steps while
-            // every output is in the interior and every read in the row, then the
-            // one-vector loop for the rest.
-            let block = super::shift::BLOCK as i64;
-            let pro_hdr = b.create_block();
-            b.append_block_param(pro_hdr, i64t);
-            let pro_body = b.create_block();
+            // Shared steps of `blocks` vectors (see `shift`) while every output is in the
+            // interior and every read in the row; then, when columns are left and the row
+            // is wide enough, one last step moved left to end at the last column it can
+            // reach (overlapping columns already written with the same values: every column
+            // is a pure function of the sources, and `out` overlaps no source row); the
+            // scalar border loop does the rest. No one-vector loop: its code would cost
+            // compile time for a few columns per row.
+            let block = sp.blocks as i64 * lanes;
             let wide_hdr = b.create_block();
             b.append_block_param(wide_hdr, i64t);
             let wide_body = b.create_block();
-            b.ins()
-                .brif(ok, pro_hdr, &[arg(xlo)], border_entry, &[arg(xlo)]);
-
-            b.switch_to_block(pro_hdr);
-            let x = b.block_params(pro_hdr)[0];
+            b.append_block_param(wide_body, i64t);
+            let wide_tail = b.create_block();
+            b.append_block_param(wide_tail, i64t);
+            // Lowest step start whose reads are in the row.
             let wlo = b.ins().iconst(i64t, (-sp.read_lo).max(0));
-            let before = b.ins().icmp(IntCC::SignedLessThan, x, wlo);
-            let xn = b.ins().iadd_imm_s(x, lanes);
-            let fits = b.ins().icmp(IntCC::SignedLessThanOrEqual, xn, xhi);
-            let go = b.ins().band(before, fits);
-            b.ins().brif(go, pro_body, &[], wide_hdr, &[arg(x)]);
-            b.switch_to_block(pro_body);
-            emit_vec(b, x)?;
-            b.ins().jump(pro_hdr, &[arg(xn)]);
-
+            let wlo = b.ins().smax(wlo, xlo);
+            b.ins()
+                .brif(ok, wide_hdr, &[arg(xlo)], border_entry, &[arg(xlo)]);
             b.switch_to_block(wide_hdr);
             let x = b.block_params(wide_hdr)[0];
             let started = b.ins().icmp(IntCC::SignedGreaterThanOrEqual, x, wlo);
             let last_read = b.ins().iadd_imm_s(x, sp.read_hi);
             let reads_in = b.ins().icmp(IntCC::SignedLessThan, last_read, width);
-            let xw = b.ins().iadd_imm_s(x, block * lanes);
+            let xw = b.ins().iadd_imm_s(x, block);
             let outs_in = b.ins().icmp(IntCC::SignedLessThanOrEqual, xw, xhi);
             let go = b.ins().band(started, reads_in);
             let go = b.ins().band(go, outs_in);
-            b.ins().brif(go, wide_body, &[], vec_hdr, &[arg(x)]);
+            b.ins().brif(go, wide_body, &[arg(x)], wide_tail, &[arg(x)]);
+
+            b.switch_to_block(wide_tail);
+            let x = b.block_params(wide_tail)[0];
+            if let Some(vec_hdr) = vec_hdr {
+                b.ins().jump(vec_hdr, &[arg(x)]);
+            } else {
+                // The last start: reads in the row and outputs in the interior.
+                let by_reads = b.ins().iadd_imm_s(ctx.width_m1, -sp.read_hi);
+                let by_outs = b.ins().iadd_imm_s(xhi, -block);
+                let xl = b.ins().smin(by_reads, by_outs);
+                // Here `x > xl` unless the loop never started (`x < wlo`): the redone step then
+                // covers `[x, xl + block)`.
+                let left = b.ins().icmp(IntCC::SignedLessThan, x, xhi);
+                let began = b.ins().icmp(IntCC::SignedGreaterThanOrEqual, x, wlo);
+                let valid = b.ins().icmp(IntCC::SignedGreaterThanOrEqual, xl, wlo);
+                // Beyond the previous step's start (so the redone step ends past it, and a
+                // redone step is never redone again).
+                let prev = b.ins().iadd_imm_s(x, -block);
+                let new = b.ins().icmp(IntCC::SignedGreaterThan, xl, prev);
+                let redo = b.ins().band(left, valid);
+                let redo = b.ins().band(redo, new);
+                let redo = b.ins().band(redo, began);
+                b.ins()
+                    .brif(redo, wide_body, &[arg(xl)], border_entry, &[arg(x)]);
+            }
+
             b.switch_to_block(wide_body);
+            let x = b.block_params(wide_body)[0];
             body_shared(b, stage, plan, sp, ctx, x, fault, |b, u, v| {
                 let xu = b.ins().iadd_imm_s(x, u as i64 * lanes);
                 let off = b.ins().imul_imm_s(xu, esize(out_d));
                 let addr = b.ins().iadd(out, off);
                 b.ins().store(mem(), v, addr, 0);
             })?;
-            b.ins().jump(wide_hdr, &[arg(xw)]);
-        } else if stage.insts.len() <= UNROLL_MAX_INSTS {
-            // Small stages: two vectors per step first (more independent work per loop
-            // iteration), then the one-vector loop for the rest.
-            let hdr2 = b.create_block();
-            b.append_block_param(hdr2, i64t);
-            let body2 = b.create_block();
-            b.ins()
-                .brif(ok, hdr2, &[arg(xlo)], border_entry, &[arg(xlo)]);
-            b.switch_to_block(hdr2);
-            let x = b.block_params(hdr2)[0];
-            let x2 = b.ins().iadd_imm_s(x, 2 * lanes);
-            let fits = b.ins().icmp(IntCC::SignedLessThanOrEqual, x2, xhi);
-            b.ins().brif(fits, body2, &[], vec_hdr, &[arg(x)]);
-            b.switch_to_block(body2);
-            emit_vec(b, x)?;
-            let x1 = b.ins().iadd_imm_s(x, lanes);
-            emit_vec(b, x1)?;
-            b.ins().jump(hdr2, &[arg(x2)]);
-        } else {
-            b.ins()
-                .brif(ok, vec_hdr, &[arg(xlo)], border_entry, &[arg(xlo)]);
+            let xn = b.ins().iadd_imm_s(x, block);
+            b.ins().jump(wide_hdr, &[arg(xn)]);
+        } else if let Some(vec_hdr) = vec_hdr {
+            if stage.insts.len() <= UNROLL_MAX_INSTS {
+                // Small stages: two vectors per step first (more independent work per loop
+                // iteration), then the one-vector loop for the rest.
+                let hdr2 = b.create_block();
+                b.append_block_param(hdr2, i64t);
+                let body2 = b.create_block();
+                b.ins()
+                    .brif(ok, hdr2, &[arg(xlo)], border_entry, &[arg(xlo)]);
+                b.switch_to_block(hdr2);
+                let x = b.block_params(hdr2)[0];
+                let x2 = b.ins().iadd_imm_s(x, 2 * lanes);
+                let fits = b.ins().icmp(IntCC::SignedLessThanOrEqual, x2, xhi);
+                b.ins().brif(fits, body2, &[], vec_hdr, &[arg(x)]);
+                b.switch_to_block(body2);
+                emit_vec(b, x)?;
+                let x1 = b.ins().iadd_imm_s(x, lanes);
+                emit_vec(b, x1)?;
+                b.ins().jump(hdr2, &[arg(x2)]);
+            } else {
+                b.ins()
+                    .brif(ok, vec_hdr, &[arg(xlo)], border_entry, &[arg(xlo)]);
+            }
         }
+        if let Some(vec_hdr) = vec_hdr {
+            let vec_body = b.create_block();
+            b.append_block_param(vec_body, i64t);
+            let vec_tail = b.create_block();
+            b.append_block_param(vec_tail, i64t);
+            b.switch_to_block(vec_hdr);
+            let x = b.block_params(vec_hdr)[0];
+            let xn = b.ins().iadd_imm_s(x, lanes);
+            let fits = b.ins().icmp(IntCC::SignedLessThanOrEqual, xn, xhi);
+            b.ins().brif(fits, vec_body, &[arg(x)], vec_tail, &[arg(x)]);
 
-        b.switch_to_block(vec_hdr);
-        let x = b.block_params(vec_hdr)[0];
-        let xn = b.ins().iadd_imm_s(x, lanes);
-        let fits = b.ins().icmp(IntCC::SignedLessThanOrEqual, xn, xhi);
-        b.ins().brif(fits, vec_body, &[arg(x)], vec_tail, &[arg(x)]);
+            // Here `x == xhi`, or `x == xlo` with an interior narrower than a vector (left to
+            // the scalar loop).
+            b.switch_to_block(vec_tail);
+            let x = b.block_params(vec_tail)[0];
+            let left = b.ins().icmp(IntCC::SignedLessThan, x, xhi);
+            let span = b.ins().isub(xhi, xlo);
+            let wide = b
+                .ins()
+                .icmp_imm_s(IntCC::SignedGreaterThanOrEqual, span, lanes);
+            let redo = b.ins().band(left, wide);
+            let xl = b.ins().iadd_imm_s(xhi, -lanes);
+            b.ins()
+                .brif(redo, vec_body, &[arg(xl)], border_entry, &[arg(x)]);
 
-        // Here `x == xhi`, or `x == xlo` with an interior narrower than a vector (left to
-        // the scalar loop).
-        b.switch_to_block(vec_tail);
-        let x = b.block_params(vec_tail)[0];
-        let left = b.ins().icmp(IntCC::SignedLessThan, x, xhi);
-        let span = b.ins().isub(xhi, xlo);
-        let wide = b
-            .ins()
-            .icmp_imm_s(IntCC::SignedGreaterThanOrEqual, span, lanes);
-        let redo = b.ins().band(left, wide);
-        let xl = b.ins().iadd_imm_s(xhi, -lanes);
-        b.ins()
-            .brif(redo, vec_body, &[arg(xl)], border_entry, &[arg(x)]);
-
-        b.switch_to_block(vec_body);
-        let x = b.block_params(vec_body)[0];
-        emit_vec(b, x)?;
-        let xn = b.ins().iadd_imm_s(x, lanes);
-        b.ins().jump(vec_hdr, &[arg(xn)]);
+            b.switch_to_block(vec_body);
+            let x = b.block_params(vec_body)[0];
+            emit_vec(b, x)?;
+            let xn = b.ins().iadd_imm_s(x, lanes);
+            b.ins().jump(vec_hdr, &[arg(xn)]);
+        }
     } else {
         b.ins().jump(border_entry, &[arg(xlo)]);
     }

@@ -9,9 +9,9 @@
 //! On the vector interior (stride 1, four columns per vector, every read in range) the row
 //! function then computes each class once per vector and gets the other members by lane
 //! shuffles (`palignr`) of two neighbouring vectors of the class's first member. A loop
-//! step covers [`BLOCK`] output vectors; the first member is computed at the few extra
-//! vectors the shuffles need, so a class of `m` members costs about `1 + 1/BLOCK` programs
-//! per vector instead of `m`. The values are the same bits: a lane shuffle moves values,
+//! step covers [`BLOCK`] output vectors ([`BIG_BLOCK`] for big stages); the first member is
+//! computed at the few extra vectors the shuffles need, so a class of `m` members costs
+//! about `1 + 1/BLOCK` programs per vector instead of `m`. The values are the same bits: a lane shuffle moves values,
 //! it computes nothing, and every member computes the same operations on the same inputs.
 //!
 //! The border columns and the scalar paths compute every instruction directly.
@@ -22,8 +22,16 @@ use kiln_ir::{BinaryOp, DType, Scalar, UnaryOp};
 
 use crate::kernel::{Op, Source, Stage};
 
-/// Output vectors per loop step of the shared vector loop.
+/// Output vectors per loop step of the shared vector loop, for stages of at most
+/// [`BIG_STAGE_INSTS`] instructions.
 pub(crate) const BLOCK: usize = 4;
+
+/// Output vectors per step for bigger stages (the step's code is `blocks` copies of the
+/// stage, and Cranelift's compile time grows with function size).
+pub(crate) const BIG_BLOCK: usize = 2;
+
+/// See [`BIG_BLOCK`].
+pub(crate) const BIG_STAGE_INSTS: usize = 120;
 
 /// Columns per vector.
 const LANES: i64 = 4;
@@ -76,6 +84,8 @@ pub(crate) struct ShiftPlan {
     pub(crate) read_hi: i64,
     /// Number of derived instructions (for `describe`).
     pub(crate) derived: usize,
+    /// Output vectors per step ([`BLOCK`] or [`BIG_BLOCK`]).
+    pub(crate) blocks: usize,
 }
 
 /// The folding of the vector body's `fold_known` on bools known at code-generation time:
@@ -213,9 +223,14 @@ pub(crate) fn plan(stage: &Stage, flags: &[[bool; 3]]) -> Option<ShiftPlan> {
     if derived == 0 {
         return None;
     }
-    let mut needs = Vec::with_capacity(BLOCK);
+    let blocks = if n > BIG_STAGE_INSTS {
+        BIG_BLOCK
+    } else {
+        BLOCK
+    };
+    let mut needs = Vec::with_capacity(blocks);
     let (mut read_lo, mut read_hi) = (i64::MAX, i64::MIN);
-    for u in 0..BLOCK as i64 {
+    for u in 0..blocks as i64 {
         let mut need: Vec<BTreeSet<i64>> = vec![BTreeSet::new(); n];
         need[stage.result.0 as usize].insert(u);
         // Each instruction's needs come from later instructions or, through `derive`, from
@@ -270,5 +285,6 @@ pub(crate) fn plan(stage: &Stage, flags: &[[bool; 3]]) -> Option<ShiftPlan> {
         read_lo,
         read_hi,
         derived,
+        blocks,
     })
 }
