@@ -15,7 +15,10 @@
 //!   its leaf loads shifted by `o` under `B`; under `constant(c)` the inlined value is
 //!   wrapped as `select(in_range(o), value, c)`, which is exact;
 //! * a window reduction is one value per footprint offset, folded left in footprint order
-//!   for `sum` and as a balanced tree for the order-free `min`/`max`/`any`/`all`;
+//!   for `sum`; the order-free `min`/`max`/`any`/`all` are a balanced tree, or, over a box
+//!   with contiguous columns, per-column trees combined by doubling across columns (the
+//!   same program at every column offset, which the CPU backend shares between
+//!   neighbouring points, see `cpu::shift`);
 //! * a comparator network becomes `min`/`max` instructions on wire values; wires past the
 //!   inputs start at the top element; instructions that do not reach the output wire are
 //!   removed.

@@ -18,7 +18,7 @@
 
 use std::collections::{BTreeSet, HashMap};
 
-use kiln_ir::{BinaryOp, DType, Scalar, UnaryOp};
+use kiln_ir::{BinaryOp, Border, DType, Scalar, UnaryOp};
 
 use crate::kernel::{Op, Source, Stage};
 
@@ -39,11 +39,14 @@ const LANES: i64 = 4;
 /// The class of an instruction's program, up to a column shift.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 enum Key {
-    /// A load at column offset 0 (its shift is its column offset). The border mode plays
-    /// no part: on the vector interior every read is in range.
+    /// A load at column offset 0 (its shift is its column offset). Along the row the border
+    /// mode plays no part (on the vector interior every read is in range), but it picks the
+    /// row for a non-zero outer offset (its own row pointer), so it is part of the key
+    /// there; at outer offset zero every mode reads the output's own row.
     Load {
         source: Source,
         outer: Vec<i64>,
+        border: Option<Border>,
         dtype: DType,
     },
     /// A column-independent value on the vector path: a constant, or an in-range test
@@ -148,12 +151,17 @@ pub(crate) fn plan(stage: &Stage, flags: &[[bool; 3]]) -> Option<ShiftPlan> {
             )
         };
         let (key, shift) = match &inst.op {
-            Op::Load { source, offset, .. } => {
+            Op::Load {
+                source,
+                offset,
+                border,
+            } => {
                 let (dx, outer) = offset.split_last()?;
                 (
                     Key::Load {
                         source: *source,
                         outer: outer.to_vec(),
+                        border: outer.iter().any(|&o| o != 0).then_some(*border),
                         dtype: inst.dtype,
                     },
                     Some(*dx),
