@@ -1204,7 +1204,7 @@ fn emit_row(
         let one_vector = plan
             .shift
             .as_ref()
-            .is_none_or(|sp| sp.blocks == super::shift::BLOCK);
+            .is_none_or(|sp| sp.blocks >= super::shift::ONE_VECTOR_LOOP_MIN_BLOCKS);
         let vec_hdr = one_vector.then(|| {
             let blk = b.create_block();
             b.append_block_param(blk, i64t);

@@ -9,9 +9,9 @@
 //! On the vector interior (stride 1, four columns per vector, every read in range) the row
 //! function then computes each class once per vector and gets the other members by lane
 //! shuffles (`palignr`) of two neighbouring vectors of the class's first member. A loop
-//! step covers [`BLOCK`] output vectors ([`BIG_BLOCK`] for big stages); the first member is
-//! computed at the few extra vectors the shuffles need, so a class of `m` members costs
-//! about `1 + 1/BLOCK` programs per vector instead of `m`. The values are the same bits: a lane shuffle moves values,
+//! step covers `blocks` output vectors (2, 4 or 8: the least work per vector within a code
+//! budget); the first member is computed at the few extra vectors the shuffles need, so a
+//! class of `m` members costs about `1 + 1/blocks` programs per vector instead of `m`. The values are the same bits: a lane shuffle moves values,
 //! it computes nothing, and every member computes the same operations on the same inputs.
 //!
 //! The border columns and the scalar paths compute every instruction directly.
@@ -22,16 +22,16 @@ use kiln_ir::{BinaryOp, Border, DType, Scalar, UnaryOp};
 
 use crate::kernel::{Op, Source, Stage};
 
-/// Output vectors per loop step of the shared vector loop, for stages of at most
-/// [`BIG_STAGE_INSTS`] instructions.
-pub(crate) const BLOCK: usize = 4;
+/// Output vectors per loop step of the shared vector loop, to choose from.
+const STEP_CHOICES: [usize; 3] = [2, 4, 8];
 
-/// Output vectors per step for bigger stages (the step's code is `blocks` copies of the
-/// stage, and Cranelift's compile time grows with function size).
-pub(crate) const BIG_BLOCK: usize = 2;
+/// Most instructions (stage size times output vectors per step) a step's code may have,
+/// beyond the smallest step (Cranelift's compile time grows with function size).
+const STEP_CODE_BUDGET: usize = 700;
 
-/// See [`BIG_BLOCK`].
-pub(crate) const BIG_STAGE_INSTS: usize = 120;
+/// Steps of this many vectors keep the one-vector loop for leftover columns (smaller steps
+/// are taken by big stages, whose leftover columns run scalar, for compile time).
+pub(crate) const ONE_VECTOR_LOOP_MIN_BLOCKS: usize = 4;
 
 /// Columns per vector.
 const LANES: i64 = 4;
@@ -87,7 +87,7 @@ pub(crate) struct ShiftPlan {
     pub(crate) read_hi: i64,
     /// Number of derived instructions (for `describe`).
     pub(crate) derived: usize,
-    /// Output vectors per step ([`BLOCK`] or [`BIG_BLOCK`]).
+    /// Output vectors per step (one of [`STEP_CHOICES`]).
     pub(crate) blocks: usize,
 }
 
@@ -231,12 +231,55 @@ pub(crate) fn plan(stage: &Stage, flags: &[[bool; 3]]) -> Option<ShiftPlan> {
     if derived == 0 {
         return None;
     }
-    let blocks = if n > BIG_STAGE_INSTS {
-        BIG_BLOCK
-    } else {
-        BLOCK
-    };
-    let mut needs = Vec::with_capacity(blocks);
+    // The step size with the least emitted work per output vector, within a code budget
+    // (a bigger step amortises the extra vectors its shuffles need, but multiplies the
+    // code Cranelift compiles); a bigger step must save at least 5% to be taken.
+    let mut best: Option<(f64, Steps)> = None;
+    for blocks in STEP_CHOICES {
+        if blocks * n > STEP_CODE_BUDGET && blocks > STEP_CHOICES[0] {
+            continue;
+        }
+        let Some(steps) = steps(stage, &derive, blocks) else {
+            continue;
+        };
+        let per_vector = steps.emitted as f64 / blocks as f64;
+        if best.as_ref().is_none_or(|(w, _)| per_vector < 0.95 * w) {
+            best = Some((per_vector, steps));
+        }
+    }
+    let (
+        _,
+        Steps {
+            needs,
+            read_lo,
+            read_hi,
+            ..
+        },
+    ) = best?;
+    let blocks = needs.len();
+    Some(ShiftPlan {
+        derive,
+        needs,
+        read_lo,
+        read_hi,
+        derived,
+        blocks,
+    })
+}
+
+/// What a step of `blocks` output vectors needs (see [`ShiftPlan`]).
+struct Steps {
+    needs: Vec<Vec<Vec<i64>>>,
+    read_lo: i64,
+    read_hi: i64,
+    /// Distinct (instruction, vector) values the step emits (derived ones are shuffles).
+    emitted: usize,
+}
+
+/// The needs of a step of `blocks` output vectors under `derive`.
+fn steps(stage: &Stage, derive: &[Option<(usize, i64)>], blocks: usize) -> Option<Steps> {
+    let n = stage.insts.len();
+    let mut needs: Vec<Vec<Vec<i64>>> = Vec::with_capacity(blocks);
     let (mut read_lo, mut read_hi) = (i64::MAX, i64::MIN);
     for u in 0..blocks as i64 {
         let mut need: Vec<BTreeSet<i64>> = vec![BTreeSet::new(); n];
@@ -287,12 +330,19 @@ pub(crate) fn plan(stage: &Stage, flags: &[[bool; 3]]) -> Option<ShiftPlan> {
     if read_lo > read_hi {
         return None;
     }
-    Some(ShiftPlan {
-        derive,
+    // Distinct (instruction, vector) pairs over the whole step, not per output.
+    let mut seen: BTreeSet<(usize, i64)> = BTreeSet::new();
+    for need in &needs {
+        for (i, vs) in need.iter().enumerate() {
+            if !matches!(stage.insts[i].op, Op::Const(_) | Op::InRange(_)) {
+                seen.extend(vs.iter().map(|&v| (i, v)));
+            }
+        }
+    }
+    Some(Steps {
         needs,
         read_lo,
         read_hi,
-        derived,
-        blocks,
+        emitted: seen.len(),
     })
 }
