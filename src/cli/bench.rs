@@ -39,6 +39,10 @@ pub struct BenchArgs {
     /// Turn off the CPU backend's work sharing between neighbouring columns (A/B runs).
     #[arg(long)]
     no_column_sharing: bool,
+    /// A/B in this process: time each workload with and without the work sharing between
+    /// neighbouring columns, alternating, and print the two medians and their ratio.
+    #[arg(long, conflicts_with_all = ["no_column_sharing", "json"])]
+    ab_column_sharing: bool,
 }
 
 /// The workloads selected by `--ops` and `--sizes`.
@@ -147,6 +151,9 @@ pub fn run(a: BenchArgs) -> Result<ExitCode, CliError> {
         },
         ..BenchOptions::default()
     };
+    if a.ab_column_sharing {
+        return ab_column_sharing(&workloads, &a.threads, &opts);
+    }
     let quiet = a.json.as_deref() == Some(std::path::Path::new("-"));
     if !quiet {
         println!(
@@ -209,6 +216,64 @@ pub fn run(a: BenchArgs) -> Result<ExitCode, CliError> {
                 .map_err(|e| CliError::Usage(format!("--json {}: {e}", path.display())))?;
         }
     }
+    Ok(if failed {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+/// `--ab-column-sharing`: each workload and thread count timed with the sharing on, then
+/// off, then on and off again (the better of each pair of runs is kept, which evens out a
+/// slow phase of the machine), in this process.
+fn ab_column_sharing(
+    workloads: &[Workload],
+    threads: &[usize],
+    opts: &BenchOptions,
+) -> Result<ExitCode, CliError> {
+    let on = BenchOptions {
+        compile: kiln_codegen::CompileOptions::default(),
+        ..opts.clone()
+    };
+    let off = BenchOptions {
+        compile: kiln_codegen::CompileOptions {
+            no_column_sharing: true,
+            ..Default::default()
+        },
+        ..opts.clone()
+    };
+    println!(
+        "{:<22} {:>3} {:>10} {:>12} {:>9}",
+        "workload", "thr", "shared ms", "unshared ms", "unsh/sh"
+    );
+    let mut failed = false;
+    for w in workloads {
+        for &t in threads {
+            let mut best = [f64::INFINITY; 2];
+            for _ in 0..2 {
+                for (k, o) in [&on, &off].into_iter().enumerate() {
+                    let (row, _) = bench::run_workload(w, t, o);
+                    if let Status::Error(e) = &row.status {
+                        eprintln!("{}: {e}", w.name);
+                        failed = true;
+                    }
+                    best[k] = best[k].min(row.time.median);
+                }
+            }
+            println!(
+                "{:<22} {:>3} {:>10.3} {:>12.3} {:>8.2}x",
+                w.name,
+                t,
+                best[0],
+                best[1],
+                best[1] / best[0]
+            );
+        }
+    }
+    println!(
+        "median ms of the fused run (the lower of two runs each, alternating on/off); \
+         unsh/sh = unshared / shared"
+    );
     Ok(if failed {
         ExitCode::from(1)
     } else {
