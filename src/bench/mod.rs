@@ -492,8 +492,20 @@ pub fn metadata_json(threads: &[usize], opts: &BenchOptions) -> json::Json {
         .map(|n| n.get())
         .unwrap_or(1);
     let commit = cmd("git", &["rev-parse", "HEAD"]);
-    let dirty =
-        cmd("git", &["status", "--porcelain", "--untracked-files=no"]).map(|s| !s.is_empty());
+    // Benchmark outputs (results.json, the plot and its data) are not the code under test.
+    let dirty = cmd(
+        "git",
+        &[
+            "status",
+            "--porcelain",
+            "--untracked-files=no",
+            "--",
+            ".",
+            ":(exclude)benches/*.json",
+            ":(exclude)benches/*.png",
+        ],
+    )
+    .map(|s| !s.is_empty());
     Json::obj([
         (
             "machine",
