@@ -83,5 +83,7 @@ fn bounded_clean_run_finds_nothing() {
     eprintln!("{}", report.summary());
     assert_eq!(report.cases, 300);
     assert!(report.kernels_compiled > 0);
+    // The random graphs reach the backend's column sharing too (it is checked, not skipped).
+    assert!(report.kernels_sharing_columns > 0, "{}", report.summary());
     assert!(report.is_clean(), "{}", report.summary());
 }

@@ -415,9 +415,54 @@ impl Gen<'_> {
         Some(id)
     }
 
+    /// The same value read at two or three neighbouring columns (one border), combined: the
+    /// shape the CPU backend shares between columns with lane shuffles (a pointwise value
+    /// read at offsets is inlined with shifted loads, so the copies are the same program at
+    /// shifted columns).
+    fn row_neighbours(&mut self) -> Option<NodeId> {
+        let mut x = self.operand();
+        let t = self.ty(x);
+        if self.rng.chance(0.7) {
+            // A computed value (not a bare input), so each read is a program of its own.
+            let op = match t.dtype {
+                DType::Bool => UnaryOp::Not,
+                DType::U8 => UnaryOp::Neg,
+                _ => *self.rng.pick(&[UnaryOp::Neg, UnaryOp::Abs, UnaryOp::Sqrt]),
+            };
+            let r = self.b.unary(op, x);
+            x = self.push(r)?;
+        }
+        let rank = t.spatial_rank();
+        if rank == 0 {
+            return None;
+        }
+        let mut off = self.random_offset(rank);
+        let step = *self.rng.pick(&[1, 1, 2, 3]);
+        let border = random_border(self.rng, t.dtype);
+        let taps = self.rng.range(2, 3);
+        let mut reads = Vec::with_capacity(taps);
+        for _ in 0..taps {
+            let r = self.b.gather(x, &off, border);
+            reads.push(self.push(r)?);
+            off[rank - 1] += step;
+        }
+        let op = match t.dtype {
+            DType::Bool => *self.rng.pick(&[BinaryOp::And, BinaryOp::Or, BinaryOp::Min]),
+            _ => *self
+                .rng
+                .pick(&[BinaryOp::Min, BinaryOp::Max, BinaryOp::Add, BinaryOp::Sub]),
+        };
+        let mut acc = reads[0];
+        for &r in &reads[1..] {
+            let built = self.b.binary(op, acc, r);
+            acc = self.push(built)?;
+        }
+        Some(acc)
+    }
+
     /// Adds one random operation (sometimes a few nodes).
     fn step(&mut self) {
-        let kind = self.rng.weighted(&[14, 8, 16, 6, 6, 14, 14, 4, 4, 8]);
+        let kind = self.rng.weighted(&[14, 8, 16, 6, 6, 14, 14, 4, 4, 8, 6]);
         match kind {
             0 => {
                 let x = self.operand();
@@ -513,6 +558,9 @@ impl Gen<'_> {
                     self.b.axis_reduce(x, axis, op)
                 };
                 self.push(r);
+            }
+            10 => {
+                self.row_neighbours();
             }
             _ => {
                 // A chain of stencils: window of window, gather of window, window of gather.

@@ -73,6 +73,10 @@ pub trait Executor {
     fn kernels_compiled(&self) -> usize {
         0
     }
+    /// Of those, kernels whose code shares work between neighbouring columns.
+    fn kernels_sharing_columns(&self) -> usize {
+        0
+    }
     /// Called after the executor panicked, so it can drop state a panic may have broken.
     fn reset(&mut self) {}
 }
@@ -94,6 +98,8 @@ pub struct Fused {
     engine: kiln_runtime::fused::Engine,
     /// Kernels compiled by engines dropped after a panic.
     compiled_before: usize,
+    /// Of those, kernels sharing work between neighbouring columns.
+    sharing_before: usize,
 }
 
 impl Fused {
@@ -106,6 +112,7 @@ impl Fused {
                 ..Default::default()
             }),
             compiled_before: 0,
+            sharing_before: 0,
         }
     }
 }
@@ -119,10 +126,15 @@ impl Executor for Fused {
         self.compiled_before + self.engine.stats().kernels_compiled
     }
 
+    fn kernels_sharing_columns(&self) -> usize {
+        self.sharing_before + self.engine.stats().kernels_sharing_columns
+    }
+
     fn reset(&mut self) {
-        let before = self.kernels_compiled();
+        let (before, sharing) = (self.kernels_compiled(), self.kernels_sharing_columns());
         *self = Fused::new(self.fault);
         self.compiled_before = before;
+        self.sharing_before = sharing;
     }
 }
 
@@ -239,6 +251,11 @@ impl Harness {
     /// Kernels the candidate compiled so far.
     pub fn kernels_compiled(&self) -> usize {
         self.candidate.kernels_compiled()
+    }
+
+    /// Of those, kernels sharing work between neighbouring columns.
+    pub fn kernels_sharing_columns(&self) -> usize {
+        self.candidate.kernels_sharing_columns()
     }
 
     /// Runs the oracle alone on a graph (used by the shrinker to turn a node into an input).

@@ -164,6 +164,9 @@ pub struct FuzzReport {
     pub cases: u64,
     /// Kernels the fused engine compiled.
     pub kernels_compiled: usize,
+    /// Of those, kernels sharing work between neighbouring columns (so the fuzzer checks
+    /// that path too).
+    pub kernels_sharing_columns: usize,
     /// Wall time of the run, shrinking included.
     pub elapsed: Duration,
     /// Bit mismatches and errors in only one path.
@@ -197,9 +200,10 @@ impl FuzzReport {
             return format!("backend unavailable: {e}\n");
         }
         let mut s = format!(
-            "cases: {}\nkernels compiled: {}\nelapsed: {:.2} s ({:.0} graphs/s)\ninvalid (both paths failed): {}\nmismatches: {}\ncrashes: {}\n",
+            "cases: {}\nkernels compiled: {} ({} sharing work between columns)\nelapsed: {:.2} s ({:.0} graphs/s)\ninvalid (both paths failed): {}\nmismatches: {}\ncrashes: {}\n",
             self.cases,
             self.kernels_compiled,
+            self.kernels_sharing_columns,
             self.elapsed.as_secs_f64(),
             self.cases_per_sec(),
             self.invalid,
@@ -380,6 +384,7 @@ pub fn fuzz(opts: &FuzzOptions) -> FuzzReport {
         eprintln!();
     }
     report.kernels_compiled = harness.kernels_compiled();
+    report.kernels_sharing_columns = harness.kernels_sharing_columns();
     report.elapsed = start.elapsed();
     report
 }

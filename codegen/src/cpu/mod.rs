@@ -144,6 +144,9 @@ pub struct CpuKernel {
     pub body: CpuBody,
     /// Milliseconds spent in Cranelift.
     pub compile_ms: f64,
+    /// Stages whose vector interior shares work between neighbouring columns (see
+    /// `shift`).
+    pub shared_column_stages: usize,
     /// What each stage's row function does (for [`CpuKernel::describe`]).
     notes: Vec<String>,
     /// The JIT module that owns the code (freed on drop).
@@ -183,6 +186,7 @@ pub fn compile(kernel: &Kernel, options: &CompileOptions) -> Result<CpuKernel, C
     let mut cold_module = None;
     let fault = options.fault;
     let mut notes = Vec::new();
+    let mut shared = 0;
     enum Pending {
         Stencil(
             Vec<(
@@ -246,6 +250,7 @@ pub fn compile(kernel: &Kernel, options: &CompileOptions) -> Result<CpuKernel, C
                     |b, params| rowfn::build_rows(b, stage, &plan, params, fault, border),
                 )?;
                 let id = j.define_row_forwarder(&format!("stage{i}"), rows_id)?;
+                shared += usize::from(plan.shares_columns());
                 let mut note = plan.describe(i, stage);
                 if borders[i].is_some() {
                     note.push_str("; border columns in a separate fast-compiling function");
@@ -334,6 +339,7 @@ pub fn compile(kernel: &Kernel, options: &CompileOptions) -> Result<CpuKernel, C
         kernel: kernel.clone(),
         body,
         compile_ms: t0.elapsed().as_secs_f64() * 1e3,
+        shared_column_stages: shared,
         notes,
         _code: jit::CodeOwner::new(module_list(module, cold_module)),
     })

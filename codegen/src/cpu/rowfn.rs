@@ -191,6 +191,11 @@ impl StagePlan {
         }
     }
 
+    /// Whether the vector interior shares work between neighbouring columns.
+    pub(crate) fn shares_columns(&self) -> bool {
+        self.shift.is_some()
+    }
+
     /// One line for [`super::CpuKernel::describe`].
     pub(crate) fn describe(&self, i: usize, stage: &Stage) -> String {
         let slots: Vec<String> = self

@@ -36,6 +36,8 @@ pub struct EngineStats {
     pub cache_hits: usize,
     /// Total milliseconds spent in Cranelift.
     pub compile_ms: f64,
+    /// Compiled kernels with at least one stage sharing work between neighbouring columns.
+    pub kernels_sharing_columns: usize,
 }
 
 type CacheKey = (Kernel, CompileOptions);
@@ -140,6 +142,7 @@ impl Engine {
             let mut st = lock(&self.stats);
             st.kernels_compiled += 1;
             st.compile_ms += compiled.compile_ms;
+            st.kernels_sharing_columns += usize::from(compiled.shared_column_stages > 0);
         }
         Ok(lock(&self.cache).entry(key).or_insert(compiled).clone())
     }
