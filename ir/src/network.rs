@@ -420,6 +420,19 @@ fn derive_sorted_columns(
     let mut pairs: Vec<(u32, u32)> = Vec::new();
     let (mut na, mut nb) = (vec![0u64; words], vec![0u64; words]);
     let mut trial = rel.clone();
+    // Applies the comparator `(a, b)` (incomparable live wires): relation and bitsets.
+    let apply = |rel: &mut Relation,
+                 trial: &mut Relation,
+                 bits: &mut Vec<u64>,
+                 live: u64,
+                 a: usize,
+                 b: usize| {
+        let (mut na, mut nb) = (vec![0u64; words], vec![0u64; words]);
+        rel.after(bits, words, live, a, b, &mut na, &mut nb, trial);
+        std::mem::swap(rel, trial);
+        bits[a * words..(a + 1) * words].copy_from_slice(&na);
+        bits[b * words..(b + 1) * words].copy_from_slice(&nb);
+    };
     // The fixed prefix first (comparators that can never exchange are skipped).
     for &(a, b) in prefix {
         let (a, b) = (a as usize, b as usize);
@@ -436,10 +449,7 @@ fn derive_sorted_columns(
             pairs.push((a as u32, b as u32));
             continue;
         }
-        rel.after(&bits, words, live, a, b, &mut na, &mut nb, &mut trial);
-        std::mem::swap(&mut rel, &mut trial);
-        bits[wire(a)].copy_from_slice(&na);
-        bits[wire(b)].copy_from_slice(&nb);
+        apply(&mut rel, &mut trial, &mut bits, live, a, b);
         pairs.push((a as u32, b as u32));
     }
     eliminate(&rel, &mut live, &mut m);
@@ -475,10 +485,7 @@ fn derive_sorted_columns(
         // Live wires are never all comparable (the rules would have left one), but do not
         // loop if they were.
         let (_, a, b) = best?;
-        rel.after(&bits, words, live, a, b, &mut na, &mut nb, &mut trial);
-        std::mem::swap(&mut rel, &mut trial);
-        bits[wire(a)].copy_from_slice(&na);
-        bits[wire(b)].copy_from_slice(&nb);
+        apply(&mut rel, &mut trial, &mut bits, live, a, b);
         pairs.push((a as u32, b as u32));
         eliminate(&rel, &mut live, &mut m);
     }

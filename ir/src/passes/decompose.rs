@@ -78,18 +78,10 @@ pub fn decompose(graph: &Graph) -> Graph {
                         }
                         result
                     }
-                    None => {
-                        let mut k = node.kind.clone();
-                        k.map_operands(|o| map[o.index()]);
-                        b.add(k)
-                    }
+                    None => super::copy_node(&mut b, &node.kind, &map),
                 }
             }
-            other => {
-                let mut k = other.clone();
-                k.map_operands(|o| map[o.index()]);
-                b.add(k)
-            }
+            other => super::copy_node(&mut b, other, &map),
         };
         map.push(id.expect("a node of a valid graph stays valid when rebuilt"));
     }

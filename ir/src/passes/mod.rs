@@ -24,6 +24,18 @@ pub fn optimize(graph: &Graph) -> Graph {
     optimize_traced(graph, |_, _| {})
 }
 
+/// Re-adds `kind` to `b` with its operands renumbered through `map` (old id → new id): the
+/// default case of the passes that rebuild a graph node by node.
+pub(crate) fn copy_node(
+    b: &mut crate::builder::GraphBuilder,
+    kind: &crate::graph::NodeKind,
+    map: &[crate::graph::NodeId],
+) -> Result<crate::graph::NodeId, crate::error::BuildError> {
+    let mut k = kind.clone();
+    k.map_operands(|o| map[o.index()]);
+    b.add(k)
+}
+
 /// A graph pass: a new graph from an old one.
 type Pass = fn(&Graph) -> Graph;
 
