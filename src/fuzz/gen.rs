@@ -440,6 +440,10 @@ impl Gen<'_> {
         let step = *self.rng.pick(&[1, 1, 2, 3]);
         let border = random_border(self.rng, t.dtype);
         let taps = self.rng.range(2, 3);
+        // Every tap within the generator's offset range.
+        let span = step * (taps as i64 - 1);
+        let last = &mut off[rank - 1];
+        *last = (*last).clamp(-MAX_RADIUS, (MAX_RADIUS - span).max(-MAX_RADIUS));
         let mut reads = Vec::with_capacity(taps);
         for _ in 0..taps {
             let r = self.b.gather(x, &off, border);

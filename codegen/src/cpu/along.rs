@@ -67,6 +67,7 @@ fn step(
         b,
         vec: false,
         fault,
+        raw_nan: false,
     };
     let mut a = Val::plain(d, acc);
     let mut v = Val::plain(d, x);
@@ -89,6 +90,7 @@ pub(crate) fn build_fold(
         b: &mut *b,
         vec: false,
         fault,
+        raw_nan: false,
     }
     .ty(d);
     let i64t = types::I64;
@@ -169,6 +171,7 @@ pub(crate) fn build_combine(
         b: &mut *b,
         vec: false,
         fault,
+        raw_nan: false,
     }
     .ty(d);
     let i64t = types::I64;

@@ -177,6 +177,9 @@ pub(crate) struct StagePlan {
     order: Vec<usize>,
     /// Work shared between neighbouring columns on the `F32X4` interior (see `shift`).
     shift: Option<super::shift::ShiftPlan>,
+    /// Per instruction: float arithmetic whose NaN results need not be canonical (see
+    /// [`raw_nan`]).
+    raw_nan: Vec<bool>,
 }
 
 impl StagePlan {
@@ -210,6 +213,7 @@ impl StagePlan {
             .collect();
         let unmasked = self.unmasked.iter().filter(|&&u| u).count();
         let tree = self.tree.iter().filter(|&&u| u).count();
+        let raw = self.raw_nan.iter().filter(|&&u| u).count();
         format!(
             "stage {i}: {} ({} insts{}{}), columns dx in [{}, {}], {} slot(s) [{}], interior {}",
             stage.dtype(),
@@ -221,6 +225,10 @@ impl StagePlan {
             },
             if tree > 0 {
                 format!(", {tree} min/max in compare form")
+            } else {
+                String::new()
+            } + &if raw > 0 {
+                format!(", {raw} arithmetic results feeding NaN-safe users without canonical NaN")
             } else {
                 String::new()
             },
@@ -338,9 +346,14 @@ pub(crate) fn plan_stage(
     };
     let bytes = !vectorisable && super::bytevec::supported(stage);
     let tree = tree_form(stage);
+    let raw_nan = if fault.is_some() {
+        vec![false; stage.insts.len()]
+    } else {
+        raw_nan(stage)
+    };
     let shift = if vectorisable && share_columns {
-        let flags: Vec<[bool; 3]> = (0..stage.insts.len())
-            .map(|i| [unmasked[i], tree[i], swapped[i]])
+        let flags: Vec<[bool; 4]> = (0..stage.insts.len())
+            .map(|i| [unmasked[i], tree[i], swapped[i], raw_nan[i]])
             .collect();
         super::shift::plan(stage, &flags)
     } else {
@@ -348,6 +361,7 @@ pub(crate) fn plan_stage(
     };
     Ok(StagePlan {
         shift,
+        raw_nan,
         slots,
         slot_dtype,
         slot_of,
@@ -360,6 +374,49 @@ pub(crate) fn plan_stage(
         tree,
         order: emit_order(stage),
     })
+}
+
+/// Which float arithmetic instructions may leave a NaN result as the hardware gives it
+/// instead of the canonical NaN: those that are not the stage's result and whose every user
+/// gives the same bits for any NaN operand: float arithmetic, neg, abs and sqrt (a NaN
+/// operand makes their result NaN, which they canonicalise or, being raw themselves, pass
+/// on to users of the same kind), min/max (their NaN test is an unordered compare, their NaN
+/// result canonical), comparisons and NaN/finiteness tests (no payload in a bool), and casts
+/// (canonical after a float conversion, payload-free to u8 and bool). A select passes its
+/// operand's bits on, so a value it selects is always canonical. The stage's bits are
+/// unchanged: only NaNs that no output can show skip the canonicalisation.
+pub(crate) fn raw_nan(stage: &Stage) -> Vec<bool> {
+    let n = stage.insts.len();
+    let arith = |op: &Op| {
+        matches!(
+            op,
+            Op::Unary(UnaryOp::Neg | UnaryOp::Abs | UnaryOp::Sqrt, _)
+                | Op::Binary(
+                    BinaryOp::Add | BinaryOp::Sub | BinaryOp::Mul | BinaryOp::Div,
+                    _,
+                    _
+                )
+                | Op::Cast(_)
+        )
+    };
+    let mut ok: Vec<bool> = stage
+        .insts
+        .iter()
+        .map(|inst| inst.dtype.is_float() && arith(&inst.op))
+        .collect();
+    if let Some(r) = ok.get_mut(stage.result.0 as usize) {
+        *r = false;
+    }
+    for inst in &stage.insts {
+        // Users that pass an operand's bits on: a select's value operands.
+        if let Op::Select(_, a, b) = inst.op {
+            ok[a.0 as usize] = false;
+            ok[b.0 as usize] = false;
+        }
+    }
+    // Every other user kind is payload-free or NaN-propagating (see above).
+    let _ = n;
+    ok
 }
 
 /// Which float min/max instructions run in compare form (`a < b ? a : b`, one `minps`, plus
@@ -550,6 +607,7 @@ fn emit_at(
 ) -> Result<(), CodegenError> {
     let inst = &stage.insts[i];
     let mut kn: Option<bool> = None;
+    em.raw_nan = plan.raw_nan[i];
     if let Some((v, k)) = fold_known(em, &inst.op, &frame.vals, &frame.known)? {
         frame.vals[i] = Some(v);
         frame.known[i] = k;
@@ -674,6 +732,7 @@ fn emit_at(
             r
         }
     };
+    em.raw_nan = false;
     frame.vals[i] = Some(v);
     frame.known[i] = kn;
     Ok(())
@@ -693,6 +752,7 @@ fn body(
         b,
         vec: path == Path::Vector,
         fault,
+        raw_nan: false,
     };
     let mut frame = Frame::new(stage.insts.len());
     for &i in &plan.order {
@@ -721,6 +781,7 @@ fn body_shared(
         b,
         vec: true,
         fault,
+        raw_nan: false,
     };
     let n = stage.insts.len();
     let mut frames: BTreeMap<i64, (Value, Frame)> = BTreeMap::new();

@@ -58,9 +58,9 @@ enum Key {
     Op {
         op: OpKey,
         dtype: DType,
-        /// `unmasked`, `tree` and `swapped` of the stage plan: members must be emitted by the
-        /// same code.
-        flags: [bool; 3],
+        /// `unmasked`, `tree`, `swapped` and `raw_nan` of the stage plan: members must be
+        /// emitted by the same code.
+        flags: [bool; 4],
         operands: Vec<(u32, Option<i64>)>,
     },
 }
@@ -119,7 +119,7 @@ fn fold(op: &Op, known: &[Option<bool>]) -> Option<(Option<usize>, Option<bool>)
 /// Finds the shift classes of a vectorised stage. `flags[i]` are the per-instruction
 /// code-generation choices that must agree within a class. `None` when nothing would be
 /// shared.
-pub(crate) fn plan(stage: &Stage, flags: &[[bool; 3]]) -> Option<ShiftPlan> {
+pub(crate) fn plan(stage: &Stage, flags: &[[bool; 4]]) -> Option<ShiftPlan> {
     let n = stage.insts.len();
     let mut classes: HashMap<Key, u32> = HashMap::new();
     // Per instruction: class and shift (`None`: column-independent).

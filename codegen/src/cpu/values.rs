@@ -86,6 +86,10 @@ pub(crate) struct Em<'a, 'b> {
     pub(crate) vec: bool,
     /// Planted miscompilation, if any.
     pub(crate) fault: Option<Fault>,
+    /// Leave NaN results of float arithmetic as the hardware gives them (the instruction
+    /// being emitted only feeds users whose results do not depend on a NaN's bits, see
+    /// `rowfn::raw_nan`).
+    pub(crate) raw_nan: bool,
 }
 
 /// Memory flags for every load and store: no alignment assumption, no trap expected.
@@ -200,6 +204,9 @@ impl Em<'_, '_> {
 
     /// Replaces a NaN `r` by the canonical NaN.
     fn canon(&mut self, d: DType, r: Value) -> Value {
+        if self.raw_nan {
+            return r;
+        }
         let n = self.b.ins().fcmp(FloatCC::Unordered, r, r);
         let c = self.float_const(d, Self::canon_bits(d));
         self.sel(n, c, r)

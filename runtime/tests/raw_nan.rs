@@ -1,0 +1,119 @@
+//! Float arithmetic that only feeds NaN-safe users skips its NaN canonicalisation in the CPU
+//! backend (`rowfn::raw_nan`); the outputs must still be eager's bits: canonical NaN wherever
+//! a NaN reaches an output, through arithmetic chains, casts, min/max and selects, with NaN
+//! payloads of both signs in the data.
+
+use kiln_ir::semantics::{CANONICAL_NAN_F32, CANONICAL_NAN_F64};
+use kiln_ir::{BinaryOp, DType, Graph, GraphBuilder, NodeId, UnaryOp};
+use kiln_runtime::eager;
+use kiln_runtime::fused::Engine;
+use kiln_runtime::tensor::first_difference;
+use kiln_runtime::{Storage, Tensor};
+
+/// f32 data where a third of the elements are NaNs with payloads (both signs), the rest
+/// ordinary values, zeros and infinities.
+fn nasty(n: usize, seed: u32) -> Vec<f32> {
+    let mut s = seed.wrapping_mul(2_654_435_761) | 1;
+    (0..n)
+        .map(|_| {
+            s ^= s << 13;
+            s ^= s >> 17;
+            s ^= s << 5;
+            match s % 9 {
+                0 => f32::from_bits(0x7fc0_0000 | (s >> 9)),
+                1 => f32::from_bits(0xff80_0001 | (s >> 10)),
+                2 => f32::from_bits(0x7f80_0001),
+                3 => 0.0,
+                4 => f32::INFINITY,
+                5 => -f32::INFINITY,
+                _ => (s % 1000) as f32 * 0.37 - 150.0,
+            }
+        })
+        .collect()
+}
+
+fn graph(build: impl Fn(&mut GraphBuilder, NodeId, NodeId) -> NodeId) -> Graph {
+    let mut b = GraphBuilder::new();
+    let shape = [1, 1, 5, 37];
+    let x = b.input(DType::F32, &shape).unwrap();
+    let y = b.input(DType::F32, &shape).unwrap();
+    let out = build(&mut b, x, y);
+    b.finish(&[out]).unwrap()
+}
+
+/// Runs eager and fused; asserts equal bits, returns the fused kernel's description.
+fn check(g: &Graph, what: &str) -> String {
+    let engine = Engine::new();
+    let n = 5 * 37;
+    let x = Tensor::from_storage(Storage::F32(nasty(n, 1)), &[1, 1, 5, 37]).unwrap();
+    let y = Tensor::from_storage(Storage::F32(nasty(n, 2)), &[1, 1, 5, 37]).unwrap();
+    let want = eager::run(g, &[x.clone(), y.clone()]).unwrap();
+    let got = engine.run(g, &[x, y]).unwrap();
+    if let Some(d) = first_difference(&want[0], &got[0]) {
+        panic!("{what}: eager vs fused differ at {d}");
+    }
+    // Every NaN in the output is the canonical one.
+    match &**want[0].storage() {
+        Storage::F32(v) => assert!(v
+            .iter()
+            .all(|f| !f.is_nan() || f.to_bits() == CANONICAL_NAN_F32)),
+        Storage::F64(v) => assert!(v
+            .iter()
+            .all(|f| !f.is_nan() || f.to_bits() == CANONICAL_NAN_F64)),
+        _ => {}
+    }
+    let c = engine.compile(g).unwrap();
+    c.kernels.iter().map(|k| k.describe()).collect()
+}
+
+const RAW: &str = "without canonical NaN";
+
+#[test]
+fn arithmetic_chains_end_canonical() {
+    // sqrt((x + y) * x - y / x): four intermediates skip canonicalisation, the sqrt does not.
+    let g = graph(|b, x, y| {
+        let s = b.binary(BinaryOp::Add, x, y).unwrap();
+        let m = b.binary(BinaryOp::Mul, s, x).unwrap();
+        let d = b.binary(BinaryOp::Div, y, x).unwrap();
+        let r = b.binary(BinaryOp::Sub, m, d).unwrap();
+        let n = b.unary(UnaryOp::Neg, r).unwrap();
+        b.unary(UnaryOp::Sqrt, n).unwrap()
+    });
+    assert!(check(&g, "chain").contains(RAW));
+}
+
+#[test]
+fn selected_values_stay_canonical() {
+    // A select passes its operand's bits on: the sum it selects must be canonical.
+    let g = graph(|b, x, y| {
+        let s = b.binary(BinaryOp::Add, x, y).unwrap();
+        let c = b.binary(BinaryOp::Lt, x, y).unwrap();
+        let z = b
+            .constant_like(kiln_ir::Scalar::F32(2.5f32.to_bits()), x)
+            .unwrap();
+        b.select(c, s, z).unwrap()
+    });
+    check(&g, "select");
+}
+
+#[test]
+fn casts_min_max_and_tests_are_nan_safe_users() {
+    let g = graph(|b, x, y| {
+        let s = b.binary(BinaryOp::Sub, x, y).unwrap();
+        let m = b.binary(BinaryOp::Min, s, y).unwrap();
+        let p = b.binary(BinaryOp::Mul, x, x).unwrap();
+        let q = b.binary(BinaryOp::Max, p, m).unwrap();
+        b.cast(q, DType::F64).unwrap()
+    });
+    assert!(check(&g, "min/max").contains(RAW));
+    let g = graph(|b, x, y| {
+        let s = b.binary(BinaryOp::Add, x, y).unwrap();
+        let w = b.cast(s, DType::F64).unwrap();
+        let t = b.unary(UnaryOp::IsNan, s).unwrap();
+        let z = b
+            .constant_like(kiln_ir::Scalar::F64(0.5f64.to_bits()), w)
+            .unwrap();
+        b.select(t, z, w).unwrap()
+    });
+    check(&g, "cast + is_nan");
+}
