@@ -1125,8 +1125,9 @@ pub(crate) fn split_border(plan: &StagePlan, stage: &Stage) -> bool {
     let n = stage.insts.len();
     // Few border columns per row (a narrow window along the row): worth it from fewer
     // instructions on. Not for a purely vertical stage: it has no border columns on unit
-    // strides, and the call in its row loop alone (caller-saved registers clobbered on a
-    // path never taken) cost 20% on a 15x1 min (erosion 15x15: 13.5 → 11.1 ms unsplit).
+    // strides, and splitting it measured 20% slower on a 15x1 min (erosion 15x15, 1 thread:
+    // 13.5 ms split, 11.1 ms not; the cause was not pinned down: moving the call out of
+    // the row loop did not help the stages that are split).
     let span = plan.max_dx - plan.min_dx;
     let narrow = span > 0 && span <= SPLIT_BORDER_NARROW_SPAN;
     n > SPLIT_BORDER_INSTS || (narrow && n > SPLIT_BORDER_NARROW_INSTS)
