@@ -386,7 +386,6 @@ pub(crate) fn plan_stage(
 /// operand's bits on, so a value it selects is always canonical. The stage's bits are
 /// unchanged: only NaNs that no output can show skip the canonicalisation.
 pub(crate) fn raw_nan(stage: &Stage) -> Vec<bool> {
-    let n = stage.insts.len();
     let arith = |op: &Op| {
         matches!(
             op,
@@ -415,7 +414,6 @@ pub(crate) fn raw_nan(stage: &Stage) -> Vec<bool> {
         }
     }
     // Every other user kind is payload-free or NaN-propagating (see above).
-    let _ = n;
     ok
 }
 
@@ -783,7 +781,6 @@ fn body_shared(
         fault,
         raw_nan: false,
     };
-    let n = stage.insts.len();
     let mut frames: BTreeMap<i64, (Value, Frame)> = BTreeMap::new();
     for (u, need) in sp.needs.iter().enumerate() {
         // The vectors ahead first (what later outputs take by lane shifts), then the
@@ -805,7 +802,6 @@ fn body_shared(
         // side-effecting user, so a store per vector keeps each vector's work together.
         store(em.b, u, p);
     }
-    let _ = n;
     Ok(())
 }
 

@@ -182,8 +182,7 @@ pub(crate) fn plan(stage: &Stage, flags: &[[bool; 4]]) -> Option<ShiftPlan> {
             }
             // What the vector body folds (see `fold_known` in rowfn) is the value it passes
             // through, or a known bool: same class, emitted as no code.
-            _ if fold(&inst.op, &known).is_some() => {
-                let (alias, k) = fold(&inst.op, &known)?;
+            op if let Some((alias, k)) = fold(op, &known) => {
                 known[i] = k;
                 aliased[i] = true;
                 match alias {
