@@ -5,37 +5,19 @@
 //! Nx1 and tall images (many blocks, two threads), with contiguous, transposed and
 //! channels-last inputs.
 
+mod common;
+
+use common::{Rng, SPECIAL_F32};
 use kiln_ir::{Border, DType, Footprint, Graph, GraphBuilder, ReduceOp, Scalar};
 use kiln_runtime::eager;
 use kiln_runtime::fused::Engine;
 use kiln_runtime::tensor::first_difference;
 use kiln_runtime::{Storage, Tensor};
 
-/// f32 values every input mixes in: NaN payloads, infinities, zeros, subnormals, ties.
-const SPECIAL_F32: [u32; 12] = [
-    0x7fc0_0000,
-    0x7fc0_1234,
-    0xffc0_0001,
-    0x7f80_0001,
-    0x7f80_0000,
-    0xff80_0000,
-    0x0000_0000,
-    0x8000_0000,
-    0x0000_0001,
-    0x8040_0000,
-    0x3f80_0000,
-    0x3f80_0000,
-];
-
 fn data(dtype: DType, shape: &[usize], seed: u64) -> Tensor {
     let n: usize = shape.iter().product();
-    let mut s = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
-    let mut next = move || {
-        s = s
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
-        s >> 33
-    };
+    let mut rng = Rng::new(seed);
+    let mut next = move || rng.next();
     let storage = match dtype {
         DType::F32 => Storage::F32(
             (0..n)

@@ -4,6 +4,9 @@
 //! than the image, strided inputs, and data full of NaN payloads, infinities, signed zeros,
 //! subnormals and ties.
 
+mod common;
+
+use common::{Rng, SPECIAL_F32};
 use kiln_codegen::kernel::KernelBody;
 use kiln_codegen::{CompileOptions, Fault};
 use kiln_ir::{
@@ -14,39 +17,11 @@ use kiln_runtime::fused::Engine;
 use kiln_runtime::tensor::first_difference;
 use kiln_runtime::{Storage, Tensor};
 
-/// Special f32 values every input mixes in.
-const SPECIAL_F32: [u32; 12] = [
-    0x7fc0_0000, // canonical NaN
-    0x7fc0_1234, // quiet NaN with payload
-    0xffc0_0001, // negative NaN with payload
-    0x7f80_0001, // signalling NaN
-    0x7f80_0000, // +Inf
-    0xff80_0000, // -Inf
-    0x0000_0000, // +0
-    0x8000_0000, // -0
-    0x0000_0001, // smallest subnormal
-    0x8040_0000, // negative subnormal
-    0x3f80_0000, // 1.0 (ties)
-    0x3f80_0000,
-];
-
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self
-            .0
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
-        self.0 >> 33
-    }
-}
-
 /// Deterministic test data of `dtype`: small integers (many ties), random values and the
 /// special values above.
 fn data(dtype: DType, shape: &[usize], seed: u64, specials: bool) -> Tensor {
     let n: usize = shape.iter().product();
-    let mut r = Rng(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1);
+    let mut r = Rng::new(seed);
     let storage = match dtype {
         DType::F32 => Storage::F32(
             (0..n)

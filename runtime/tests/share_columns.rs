@@ -3,6 +3,9 @@
 //! un-optimised graph (one Batcher selection network), bit for bit: every border, awkward
 //! shapes, NaN payloads, infinities, signed zeros, subnormals and ties.
 
+mod common;
+
+use common::{Rng, SPECIAL_F32};
 use kiln_ir::network::selection_network;
 use kiln_ir::passes::optimize;
 use kiln_ir::semantics::CANONICAL_NAN_F32;
@@ -14,33 +17,12 @@ use kiln_runtime::fused::Engine;
 use kiln_runtime::tensor::first_difference;
 use kiln_runtime::{Storage, Tensor};
 
-/// Special f32 values mixed into the data.
-const SPECIAL_F32: [u32; 12] = [
-    0x7fc0_0000, // canonical NaN
-    0x7fc0_1234, // quiet NaN with payload
-    0xffc0_0001, // negative NaN with payload
-    0x7f80_0001, // signalling NaN
-    0x7f80_0000, // +Inf
-    0xff80_0000, // -Inf
-    0x0000_0000, // +0
-    0x8000_0000, // -0
-    0x0000_0001, // smallest subnormal
-    0x8040_0000, // negative subnormal
-    0x3f80_0000, // 1.0 (ties)
-    0x3f80_0000,
-];
-
 /// Deterministic data: `specials` in 8 (0 = none) special values, small integers (ties),
 /// random values.
 fn data(dtype: DType, shape: &[usize], seed: u64, specials: u64) -> Tensor {
     let n: usize = shape.iter().product();
-    let mut s = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
-    let mut next = move || {
-        s = s
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
-        s >> 33
-    };
+    let mut rng = Rng::new(seed);
+    let mut next = move || rng.next();
     let storage = match dtype {
         DType::F32 => Storage::F32(
             (0..n)
