@@ -2,9 +2,9 @@
 //! parameter space) and 300 distinct kernels from the fuzzer's generator are rendered as PTX
 //! and assembled with ptxas for sm_80 and sm_90: exit 0 and nothing on stderr.
 //!
-//! Kernels come from the engine's own pipeline (`optimize → fuse → lower`, the passes of
-//! `Engine::compile` without the Cranelift step, checked against `Engine::compile`
-//! on a sample). Identical PTX texts are assembled once; ptxas runs in parallel.
+//! Kernels come from the PTX pipeline (`optimize_for(DevicePasses) → fuse → lower`: the
+//! passes of `Engine::compile` without window doubling and without the Cranelift step,
+//! checked against `Engine::compile` on a sample). Identical PTX texts are assembled once; ptxas runs in parallel.
 //! Without ptxas the test fails when `CI=true` and prints `SKIPPED: ...` elsewhere.
 //! `KILN_PTX_TIMES=1` prints the ptxas time of every module (to keep the test fast).
 
@@ -16,7 +16,7 @@ use kiln::codegen::kernel::Kernel;
 use kiln::codegen::lower::lower;
 use kiln::codegen::ptx::{self, ptxas, PtxTarget};
 use kiln::codegen::CompileOptions;
-use kiln::ir::passes::{fuse, optimize, Partition};
+use kiln::ir::passes::{fuse, optimize_for, Partition, StageStorage};
 use kiln::ir::{DType, Graph, TensorType};
 use kiln::Engine;
 use rayon::prelude::*;
@@ -36,9 +36,9 @@ fn ptxas_or_skip() -> Option<PathBuf> {
     }
 }
 
-/// The engine's pass pipeline up to the partition (as in `Engine::compile`).
+/// The PTX pass pipeline up to the partition (as in `CudaGraph::compile`).
 fn plan(graph: &Graph) -> (Graph, Partition) {
-    let optimized = optimize(graph);
+    let optimized = optimize_for(graph, StageStorage::DevicePasses);
     let partition = fuse(&optimized);
     (optimized, partition)
 }

@@ -12,7 +12,7 @@ use std::sync::Arc;
 use kiln_codegen::kernel::Kernel;
 use kiln_codegen::lower::lower;
 use kiln_codegen::CompileOptions;
-use kiln_ir::passes::{fuse, optimize, GroupKind, Partition};
+use kiln_ir::passes::{fuse, optimize_for, GroupKind, Partition, StageStorage};
 use kiln_ir::{Graph, NodeId, NodeKind};
 
 use crate::cuda::{CudaEngine, CudaError, DeviceTensor};
@@ -22,7 +22,7 @@ use crate::tensor::{Storage, Tensor};
 /// A graph lowered to kernels for the CUDA engine (no device state: kernels are rendered and
 /// loaded by the engine's cache on first launch).
 pub struct CudaGraph {
-    /// The graph after `kiln_ir::passes::optimize` (the partition refers to it).
+    /// The graph after `kiln_ir::passes::optimize_for` (the partition refers to it).
     pub optimized: Graph,
     /// The fused groups, in execution order.
     pub partition: Partition,
@@ -33,10 +33,11 @@ pub struct CudaGraph {
 }
 
 impl CudaGraph {
-    /// Optimises, fuses and lowers `graph` exactly like `Engine::compile` (without the
-    /// Cranelift step).
+    /// Optimises, fuses and lowers `graph` like `Engine::compile` (without the Cranelift
+    /// step), except that the pipeline is the one for recomputed stages
+    /// ([`StageStorage::DevicePasses`]: no window doubling chains).
     pub fn compile(graph: &Graph, options: CompileOptions) -> Result<CudaGraph, CudaError> {
-        let optimized = optimize(graph);
+        let optimized = optimize_for(graph, StageStorage::DevicePasses);
         let partition = fuse(&optimized);
         let kernels = partition
             .groups

@@ -69,6 +69,19 @@ impl Workload {
         w
     }
 
+    /// The same workload with `params` set (replacing a parameter of the same name), named
+    /// `NAME[k=v,...]` so its rows stay distinguishable.
+    pub fn with_params(&self, params: &[(String, String)]) -> Workload {
+        let mut w = self.clone();
+        for (k, v) in params {
+            w.params.retain(|(old, _)| old != k);
+            w.params.push((k.clone(), v.clone()));
+        }
+        let tag: Vec<String> = params.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        w.name = format!("{}[{}]", w.name, tag.join(";"));
+        w
+    }
+
     /// Number of input elements.
     pub fn numel(&self) -> usize {
         self.shape.iter().product()

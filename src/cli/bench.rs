@@ -30,6 +30,10 @@ pub struct BenchArgs {
     /// Time each selected workload at these image sides instead (`H = W = side`).
     #[arg(long, value_delimiter = ',')]
     sizes: Vec<usize>,
+    /// Override an operator parameter of the selected workloads, `name=value` (repeatable),
+    /// e.g. `--ops erosion15_2048 --param size=15,1` (experiments beyond the fixed table).
+    #[arg(long = "param")]
+    params: Vec<String>,
     /// Write each workload's output (from the first thread count) to DIR/NAME.npy.
     #[arg(long)]
     dump_outputs: Option<PathBuf>,
@@ -61,6 +65,12 @@ fn select(a: &BenchArgs) -> Result<Vec<Workload>, CliError> {
         .into_iter()
         .filter(|w| a.ops.is_empty() || a.ops.iter().any(|o| o == &w.name || o == &w.op))
         .collect();
+    let params = super::parse_params(&a.params)?;
+    let chosen: Vec<Workload> = if params.is_empty() {
+        chosen
+    } else {
+        chosen.iter().map(|w| w.with_params(&params)).collect()
+    };
     if a.sizes.is_empty() {
         return Ok(chosen);
     }

@@ -4,7 +4,7 @@ use std::process::ExitCode;
 
 use clap::Args;
 use kiln::codegen::lower::lower;
-use kiln::ir::passes::{fuse, optimize_traced};
+use kiln::ir::passes::{fuse, optimize_traced, StageStorage};
 use kiln::ir::printer::print;
 use kiln::ir::{DType, TensorType};
 
@@ -55,7 +55,7 @@ pub fn run(a: DumpArgs) -> Result<ExitCode, CliError> {
         graph.len(),
         print(&graph)
     );
-    let optimized = optimize_traced(&graph, |pass, g| {
+    let optimized = optimize_traced(&graph, StageStorage::ScratchRows, |pass, g| {
         println!("== after {pass} ({} nodes)\n{}", g.len(), print(g));
     });
     let partition = fuse(&optimized);

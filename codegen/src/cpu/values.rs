@@ -42,22 +42,24 @@ pub(crate) struct Val {
     tree: Option<Tree>,
 }
 
-/// A float min (or max) over a tree of operands, computed with `a < b ? a : b` compares
-/// (one `minps`) instead of order keys. For operands without NaN that gives the numerical
-/// minimum exactly, except that a zero result may carry the wrong sign (ties between -0 and
-/// +0 keep the second operand); `acc` fixes that when the plain value is needed: for a
-/// min, the OR of all operands' bits (a zero minimum means every operand is >= 0, so a set
-/// sign bit can only come from a -0 operand, and kiln's min of -0 and +0 is -0); for a max,
-/// the AND (a zero maximum is +0 unless every operand is -0). A NaN operand sets `nan`,
-/// which turns the result into the canonical NaN, as in key form.
+/// A float min or max over a tree of operands, computed with compares instead of order
+/// keys. Every step picks in both operand orders and combines the two picks' bits:
+/// `m = (a < b ? a : b) | (b < a ? b : a)` for a min (two `minps` and a `por`), and
+/// `m = (a > b ? a : b) & (b > a ? b : a)` for a max (two `maxps` and a `pand`). Where the
+/// operands differ both picks agree. For -0 and +0 the picks are one of each, and the OR
+/// gives -0 (kiln's min), the AND +0 (kiln's max). So `m` is exact at every step for
+/// operands without NaN.
+///
+/// NaN: when either operand is NaN one of the picks is that NaN. For a min the OR keeps the
+/// exponent all ones and the mantissa non-zero, so `m` itself is a NaN (any payload) and no
+/// mask is kept. For a max the AND may not be a NaN, so the value's NaN mask carries it,
+/// as in key form. The plain value then only needs the canonical NaN.
 #[derive(Clone, Copy, Debug)]
 struct Tree {
     /// A max tree (`false`: a min tree).
     max: bool,
-    /// The compare chain's result (`F32`/`F32X4`/`F64`).
+    /// The tree's value so far (`F32`/`F32X4`/`F64`): exact, except NaN as above.
     m: Value,
-    /// OR (min) or AND (max) of the operands' bits, as integers.
-    acc: Value,
 }
 
 impl Val {
@@ -294,7 +296,10 @@ impl Em<'_, '_> {
         if let Some(n) = v.nan {
             return n;
         }
-        let p = self.plain(v);
+        let p = match v.tree {
+            Some(t) if !t.max => t.m,
+            _ => self.plain(v),
+        };
         let n = self.b.ins().fcmp(FloatCC::Unordered, p, p);
         v.nan = Some(n);
         n
@@ -359,23 +364,7 @@ impl Em<'_, '_> {
             Some(self.nan_either(a, b))
         };
         if tree {
-            let (ma, acca) = self.tree_parts(max, a);
-            let (mb, accb) = self.tree_parts(max, b);
-            let (cc, acc) = if max {
-                (FloatCC::GreaterThan, self.b.ins().band(acca, accb))
-            } else {
-                (FloatCC::LessThan, self.b.ins().bor(acca, accb))
-            };
-            let c = self.b.ins().fcmp(cc, ma, mb);
-            let m = self.sel(c, ma, mb);
-            return Val {
-                dtype: d,
-                plain: None,
-                key: None,
-                nan: n,
-                fin: None,
-                tree: Some(Tree { max, m, acc }),
-            };
+            return self.compare_tree(max, a, b, n);
         }
         let ka = self.key(a);
         let kb = self.key(b);
@@ -394,6 +383,57 @@ impl Em<'_, '_> {
         }
     }
 
+    /// A min/max tree step (see [`Tree`]). `n` is the NaN mask of a max step (unused for a
+    /// min, whose value carries NaN itself). Under the planted [`Fault::DropNanMask`] a min
+    /// keeps only its first pick, which loses a NaN (and -0) in the first operand.
+    fn compare_tree(&mut self, max: bool, a: &mut Val, b: &mut Val, n: Option<Value>) -> Val {
+        let d = a.dtype;
+        let pa = self.tree_value(max, a);
+        let pb = self.tree_value(max, b);
+        // `x < y ? x : y` and `y < x ? x : y`: the forms Cranelift lowers to one `minps` and
+        // one `maxps`.
+        let mut pick = |x: Value, y: Value| {
+            let c = if max {
+                self.b.ins().fcmp(FloatCC::LessThan, y, x)
+            } else {
+                self.b.ins().fcmp(FloatCC::LessThan, x, y)
+            };
+            self.sel(c, x, y)
+        };
+        let m1 = pick(pa, pb);
+        let m2 = pick(pb, pa);
+        let m = if !max && self.fault == Some(Fault::DropNanMask) {
+            m1
+        } else {
+            let kt = self.key_ty(d);
+            let b1 = self.b.ins().bitcast(kt, MemFlagsData::new(), m1);
+            let b2 = self.b.ins().bitcast(kt, MemFlagsData::new(), m2);
+            let bits = if max {
+                self.b.ins().band(b1, b2)
+            } else {
+                self.b.ins().bor(b1, b2)
+            };
+            let ft = self.ty(d);
+            self.b.ins().bitcast(ft, MemFlagsData::new(), bits)
+        };
+        Val {
+            dtype: d,
+            plain: None,
+            key: None,
+            nan: if max { n } else { None },
+            fin: None,
+            tree: Some(Tree { max, m }),
+        }
+    }
+
+    /// A min/max tree operand: the value of a tree of the same kind, else the plain value.
+    fn tree_value(&mut self, max: bool, v: &mut Val) -> Value {
+        match v.tree {
+            Some(t) if t.max == max => t.m,
+            _ => self.plain(v),
+        }
+    }
+
     /// `is_nan(a) | is_nan(b)`: one unordered compare of the two when neither mask is known
     /// yet (both plain values), else the OR of the masks.
     fn nan_either(&mut self, a: &mut Val, b: &mut Val) -> Value {
@@ -407,49 +447,19 @@ impl Em<'_, '_> {
         self.b.ins().bor(na, nb)
     }
 
-    /// A min/max tree operand's compare value and bits accumulator: its own when it is a
-    /// tree of the same kind, else its plain value and bits.
-    fn tree_parts(&mut self, max: bool, v: &mut Val) -> (Value, Value) {
-        if let Some(t) = v.tree.filter(|t| t.max == max) {
-            return (t.m, t.acc);
-        }
-        let p = self.plain(v);
-        let kt = self.key_ty(v.dtype);
-        let bits = self.b.ins().bitcast(kt, MemFlagsData::new(), p);
-        (p, bits)
-    }
-
-    /// The plain value of a min/max tree: the zero-sign fix, then the canonical NaN where
-    /// `nan` (when present) is set.
+    /// The plain value of a min/max tree: its value with a NaN made canonical (for a min,
+    /// wherever the value is a NaN; for a max, where the mask `nan`, when present, is set).
     fn tree_plain(&mut self, d: DType, t: Tree, nan: Option<Value>) -> Value {
-        let kt = self.key_ty(d);
-        let ft = self.ty(d);
-        let sign_bit = if d == DType::F64 {
-            i64::MIN
-        } else {
-            1i64 << 31
-        };
-        let mb = self.b.ins().bitcast(kt, MemFlagsData::new(), t.m);
-        let zero = self.float_const(d, 0);
-        let z = self.b.ins().fcmp(FloatCC::Equal, t.m, zero);
-        let sign = self.int_splat(kt, sign_bit);
-        let acc_sign = self.b.ins().band(t.acc, sign);
-        let fixed = if t.max {
-            // Zero maximum: -0 only when every operand is -0.
-            self.sel(z, acc_sign, mb)
-        } else {
-            // Zero minimum: -0 when any operand is -0.
-            let neg = self.b.ins().bor(mb, acc_sign);
-            self.sel(z, neg, mb)
-        };
-        let bits = match nan {
-            Some(n) => {
-                let canon = self.int_splat(kt, Self::canon_bits(d) as i64);
-                self.sel(n, canon, fixed)
+        let n = if t.max {
+            match nan {
+                Some(n) => n,
+                None => return t.m,
             }
-            None => fixed,
+        } else {
+            self.b.ins().fcmp(FloatCC::Unordered, t.m, t.m)
         };
-        self.b.ins().bitcast(ft, MemFlagsData::new(), bits)
+        let c = self.float_const(d, Self::canon_bits(d));
+        self.sel(n, c, t.m)
     }
 
     /// Lanes `k..k+4` of the eight lanes `lo ++ hi` (vector mode, `1 <= k <= 3`): one
@@ -485,7 +495,6 @@ impl Em<'_, '_> {
                 (Some(a), Some(b)) => Some(Tree {
                     max: a.max,
                     m: sh(Some(a.m), Some(b.m)).unwrap_or(a.m),
-                    acc: sh(Some(a.acc), Some(b.acc)).unwrap_or(a.acc),
                 }),
                 _ => None,
             },

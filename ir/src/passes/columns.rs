@@ -171,8 +171,6 @@ pub fn share_columns(graph: &Graph) -> Graph {
     let mut map: Vec<NodeId> = Vec::with_capacity(graph.nodes.len());
     for node in &graph.nodes {
         let id = match &node.kind {
-            NodeKind::Input { .. } => b.input(node.ty.dtype, &node.ty.shape),
-            NodeKind::Constant { value } => b.constant(*value, &node.ty.shape),
             NodeKind::Network {
                 inputs,
                 width,
@@ -180,9 +178,9 @@ pub fn share_columns(graph: &Graph) -> Graph {
                 output,
             } => match plan(graph, inputs, *width, pairs, *output) {
                 Some(p) => emit(&mut b, &p, &map),
-                None => super::copy_node(&mut b, &node.kind, &map),
+                None => super::copy_node(&mut b, node, &map),
             },
-            other => super::copy_node(&mut b, other, &map),
+            _ => super::copy_node(&mut b, node, &map),
         };
         map.push(id.expect("a node of a valid graph stays valid when rebuilt"));
     }

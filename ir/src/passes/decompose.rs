@@ -42,8 +42,6 @@ pub fn decompose(graph: &Graph) -> Graph {
     let mut map: Vec<NodeId> = Vec::with_capacity(graph.nodes.len());
     for node in &graph.nodes {
         let id = match &node.kind {
-            NodeKind::Input { .. } => b.input(node.ty.dtype, &node.ty.shape),
-            NodeKind::Constant { value } => b.constant(*value, &node.ty.shape),
             NodeKind::WindowReduce {
                 x,
                 op,
@@ -78,10 +76,10 @@ pub fn decompose(graph: &Graph) -> Graph {
                         }
                         result
                     }
-                    None => super::copy_node(&mut b, &node.kind, &map),
+                    None => super::copy_node(&mut b, node, &map),
                 }
             }
-            other => super::copy_node(&mut b, other, &map),
+            _ => super::copy_node(&mut b, node, &map),
         };
         map.push(id.expect("a node of a valid graph stays valid when rebuilt"));
     }

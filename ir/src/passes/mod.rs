@@ -5,6 +5,7 @@ pub mod columns;
 pub mod cse;
 pub mod dce;
 pub mod decompose;
+pub mod doubling;
 pub mod fuse;
 pub mod prune;
 
@@ -12,45 +13,80 @@ pub use columns::share_columns;
 pub use cse::cse;
 pub use dce::dce;
 pub use decompose::decompose;
+pub use doubling::double_windows;
 pub use fuse::{fuse, FusedGroup, GroupKind, Partition};
 pub use prune::{eval_network, prune, prune_network, PrunedNetwork};
 
 use crate::graph::Graph;
 
-/// The optimisation pipeline every executor of fused kernels runs before [`fuse()`]:
-/// `cse → dce → prune → share_columns → decompose → cse → dce`. Each pass preserves the
-/// graph's bits exactly (see each pass's documentation).
-pub fn optimize(graph: &Graph) -> Graph {
-    optimize_traced(graph, |_, _| {})
+/// How an executor keeps the stages of a fused kernel, which decides whether a pass that
+/// adds stages pays for itself.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StageStorage {
+    /// Stage rows are computed once into a cache-resident ring of scratch rows and read from
+    /// there (the CPU backend): an extra cheap stage costs little.
+    ScratchRows,
+    /// A stage read at an outer-axis offset becomes a launch of its own through global
+    /// scratch (the PTX backend's `Staged` schedule): every extra stage is a memory pass.
+    DevicePasses,
 }
 
-/// Re-adds `kind` to `b` with its operands renumbered through `map` (old id → new id): the
-/// default case of the passes that rebuild a graph node by node.
+/// The optimisation pipeline of the CPU engine: [`optimize_for`] with
+/// [`StageStorage::ScratchRows`].
+pub fn optimize(graph: &Graph) -> Graph {
+    optimize_for(graph, StageStorage::ScratchRows)
+}
+
+/// The optimisation pipeline every executor of fused kernels runs before [`fuse()`]:
+/// `cse → dce → prune → share_columns → decompose → [double_windows] → cse → dce`, where
+/// `double_windows` runs only for [`StageStorage::ScratchRows`] (on a GPU its chain of stages
+/// would cost a memory pass per link). Each pass preserves the graph's bits exactly (see each
+/// pass's documentation).
+pub fn optimize_for(graph: &Graph, storage: StageStorage) -> Graph {
+    optimize_traced(graph, storage, |_, _| {})
+}
+
+/// Re-adds `node` to `b` with its operands renumbered through `map` (old id → new id): the
+/// default case of the passes that rebuild a graph node by node. Inputs and constants are
+/// re-added through their own builder calls.
 pub(crate) fn copy_node(
     b: &mut crate::builder::GraphBuilder,
-    kind: &crate::graph::NodeKind,
+    node: &crate::graph::Node,
     map: &[crate::graph::NodeId],
 ) -> Result<crate::graph::NodeId, crate::error::BuildError> {
-    let mut k = kind.clone();
-    k.map_operands(|o| map[o.index()]);
-    b.add(k)
+    use crate::graph::NodeKind;
+    match &node.kind {
+        NodeKind::Input { .. } => b.input(node.ty.dtype, &node.ty.shape),
+        NodeKind::Constant { value } => b.constant(*value, &node.ty.shape),
+        kind => {
+            let mut k = kind.clone();
+            k.map_operands(|o| map[o.index()]);
+            b.add(k)
+        }
+    }
 }
 
 /// A graph pass: a new graph from an old one.
 type Pass = fn(&Graph) -> Graph;
 
-/// [`optimize`], calling `after(pass_name, graph)` with the graph after each pass (what
+/// [`optimize_for`], calling `after(pass_name, graph)` with the graph after each pass (what
 /// `kiln dump` prints), so the pipeline is written down once.
-pub fn optimize_traced(graph: &Graph, mut after: impl FnMut(&str, &Graph)) -> Graph {
-    let steps: [(&str, Pass); 7] = [
+pub fn optimize_traced(
+    graph: &Graph,
+    storage: StageStorage,
+    mut after: impl FnMut(&str, &Graph),
+) -> Graph {
+    let mut steps: Vec<(&str, Pass)> = vec![
         ("cse", cse),
         ("dce", dce),
         ("prune", prune),
         ("share_columns", share_columns),
         ("decompose", decompose),
-        ("cse", cse),
-        ("dce", dce),
     ];
+    if storage == StageStorage::ScratchRows {
+        steps.push(("double_windows", double_windows));
+    }
+    steps.extend([("cse", cse as Pass), ("dce", dce)]);
     let mut g = graph.clone();
     for (name, pass) in steps {
         g = pass(&g);

@@ -12,6 +12,7 @@
 
 mod along;
 mod stencil;
+pub use stencil::SCRATCH_BUDGET;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -49,6 +50,7 @@ pub struct Engine {
     cache: Mutex<HashMap<CacheKey, Arc<CpuKernel>>>,
     stats: Mutex<EngineStats>,
     pool: Option<rayon::ThreadPool>,
+    scratch_budget: usize,
 }
 
 impl Default for Engine {
@@ -76,6 +78,7 @@ impl Engine {
             cache: Mutex::new(HashMap::new()),
             stats: Mutex::new(EngineStats::default()),
             pool: None,
+            scratch_budget: stencil::SCRATCH_BUDGET,
         }
     }
 
@@ -83,6 +86,14 @@ impl Engine {
     /// pool cannot be created the engine keeps using rayon's global pool.
     pub fn with_threads(mut self, n: usize) -> Engine {
         self.pool = rayon::ThreadPoolBuilder::new().num_threads(n).build().ok();
+        self
+    }
+
+    /// Bytes of scratch rows a multi-stage stencil kernel keeps live per chunk of output rows
+    /// (default [`SCRATCH_BUDGET`]); smaller budgets mean shorter chunks. Results
+    /// do not depend on it, only speed (tests use tiny budgets to exercise the chunking).
+    pub fn with_scratch_budget(mut self, bytes: usize) -> Engine {
+        self.scratch_budget = bytes;
         self
     }
 
@@ -191,10 +202,14 @@ impl CompiledGraph {
             .fold(0, u64::saturating_add);
         let copies: u64 = g.inputs.iter().map(bytes).fold(0, u64::saturating_add);
         crate::memory::ensure_fits(outputs.saturating_add(copies), "fused execution")?;
-        engine.install(|| self.run_inner(inputs))
+        engine.install(|| self.run_inner(inputs, engine.scratch_budget))
     }
 
-    fn run_inner(&self, inputs: &[Tensor]) -> Result<Vec<Tensor>, RuntimeError> {
+    fn run_inner(
+        &self,
+        inputs: &[Tensor],
+        scratch_budget: usize,
+    ) -> Result<Vec<Tensor>, RuntimeError> {
         let g = &self.optimized;
         if self.kernels.len() != self.partition.groups.len() {
             return Err(RuntimeError::Shape(format!(
@@ -214,7 +229,7 @@ impl CompiledGraph {
             let root = g.nodes.get(group.root.index()).ok_or_else(|| {
                 RuntimeError::Shape(format!("group root {} does not exist", group.root))
             })?;
-            let out = run_kernel(kernel, &args, &root.ty.shape)?;
+            let out = run_kernel(kernel, &args, &root.ty.shape, scratch_budget)?;
             values.insert(group.root, out);
             for &i in &group.inputs {
                 if let Some(u) = uses.get_mut(&i) {
@@ -274,6 +289,7 @@ pub(crate) fn run_kernel(
     kernel: &CpuKernel,
     args: &[Tensor],
     shape: &[usize],
+    scratch_budget: usize,
 ) -> Result<Tensor, RuntimeError> {
     let k = &kernel.kernel;
     if args.len() != k.inputs.len() {
@@ -309,7 +325,7 @@ pub(crate) fn run_kernel(
                     ))
                 }
             };
-            stencil::run(stages, &dtypes, args, shape)
+            stencil::run(stages, &dtypes, args, shape, scratch_budget)
         }
         CpuBody::AlongAxis {
             axis,
