@@ -4,7 +4,7 @@
 //! payloads of both signs in the data.
 
 use kiln_ir::semantics::{CANONICAL_NAN_F32, CANONICAL_NAN_F64};
-use kiln_ir::{BinaryOp, DType, Graph, GraphBuilder, NodeId, UnaryOp};
+use kiln_ir::{BinaryOp, Border, DType, Footprint, Graph, GraphBuilder, NodeId, ReduceOp, UnaryOp};
 use kiln_runtime::eager;
 use kiln_runtime::fused::Engine;
 use kiln_runtime::tensor::first_difference;
@@ -116,4 +116,53 @@ fn casts_min_max_and_tests_are_nan_safe_users() {
         b.select(t, z, w).unwrap()
     });
     check(&g, "cast + is_nan");
+}
+
+/// A stage whose every later reader is NaN-safe is stored with its NaN as the hardware
+/// gives it (`rowfn::raw_result`); a stage that a later stage passes on (a gather is a move)
+/// or feeds to arithmetic must be stored canonical.
+#[test]
+fn stage_results_are_raw_only_for_nan_safe_readers() {
+    const STORED_RAW: &str = "result stored for NaN-safe later stages";
+    let col = Footprint::scipy_box(&[3, 1], &[0, 0]);
+    let row = Footprint::scipy_box(&[1, 3], &[0, 0]);
+    // min over rows of a min over columns: the first stage feeds only a min.
+    let g = graph(|b, x, _| {
+        let m = b
+            .window_reduce(x, ReduceOp::Min, &row, Border::Reflect)
+            .unwrap();
+        b.window_reduce(m, ReduceOp::Min, &col, Border::Nearest)
+            .unwrap()
+    });
+    assert!(check(&g, "min of min").contains(STORED_RAW));
+    // A max of the min stage is NaN-safe too.
+    let g = graph(|b, x, _| {
+        let m = b
+            .window_reduce(x, ReduceOp::Min, &row, Border::Reflect)
+            .unwrap();
+        b.window_reduce(m, ReduceOp::Max, &col, Border::Mirror)
+            .unwrap()
+    });
+    assert!(check(&g, "max of min").contains(STORED_RAW));
+    // The later stage is a gather of it: the stored bits are the output's.
+    let g = graph(|b, x, _| {
+        let m = b
+            .window_reduce(x, ReduceOp::Min, &row, Border::Reflect)
+            .unwrap();
+        b.gather(m, &[1, 0], Border::Reflect).unwrap()
+    });
+    assert!(!check(&g, "gather of min").contains(STORED_RAW));
+    // The later stage selects it (a select passes its operand's bits on).
+    let g = graph(|b, x, y| {
+        let m = b
+            .window_reduce(x, ReduceOp::Min, &row, Border::Reflect)
+            .unwrap();
+        let up = b.gather(m, &[-1, 0], Border::Nearest).unwrap();
+        let c = b.binary(BinaryOp::Lt, up, y).unwrap();
+        let z = b
+            .constant_like(kiln_ir::Scalar::F32(2.5f32.to_bits()), x)
+            .unwrap();
+        b.select(c, z, up).unwrap()
+    });
+    assert!(!check(&g, "select of min").contains(STORED_RAW));
 }

@@ -279,6 +279,13 @@ impl Gen<'_> {
     }
 
     fn random_footprint(&mut self, rank: usize) -> Footprint {
+        if rank >= 2 && self.rng.chance(0.05) {
+            // A tall symmetric column along an outer axis: what `double_windows` rewrites
+            // into a chain (for min/max under nearest, reflect and mirror).
+            let mut size = vec![1; rank];
+            size[self.rng.index(rank - 1)] = *self.rng.pick(&[7usize, 9, 11, 13, 15]);
+            return Footprint::scipy_box(&size, &vec![0; rank]);
+        }
         let size: Vec<usize> = (0..rank)
             .map(|_| {
                 let hi = if rank >= 3 { 2 } else { 3 };

@@ -180,6 +180,9 @@ pub(crate) struct StagePlan {
     /// Per instruction: float arithmetic whose NaN results need not be canonical (see
     /// [`raw_nan`]).
     raw_nan: Vec<bool>,
+    /// The stage's result may be stored with a NaN as the hardware gives it (see
+    /// [`raw_result`]).
+    raw_result: bool,
 }
 
 impl StagePlan {
@@ -231,6 +234,10 @@ impl StagePlan {
                 format!(", {raw} arithmetic results feeding NaN-safe users without canonical NaN")
             } else {
                 String::new()
+            } + if self.raw_result {
+                ", result stored for NaN-safe later stages without canonical NaN"
+            } else {
+                ""
             },
             self.min_dx,
             self.max_dx,
@@ -359,9 +366,11 @@ pub(crate) fn plan_stage(
     } else {
         None
     };
+    let raw_result = fault.is_none() && raw_result(stages, si);
     Ok(StagePlan {
         shift,
         raw_nan,
+        raw_result,
         slots,
         slot_dtype,
         slot_of,
@@ -373,6 +382,59 @@ pub(crate) fn plan_stage(
         unmasked,
         tree,
         order: emit_order(stage),
+    })
+}
+
+/// Whether stage `si`'s result may be stored with a NaN as the hardware gives it: it is not
+/// the kernel's output, and in every later stage each load of it is not that stage's result
+/// and feeds only float min/max, comparisons and NaN/finiteness tests, which give the same
+/// bits for any NaN operand. (Only a min tree has a raw form that saves work: see
+/// `Em::result_value`.)
+pub(crate) fn raw_result(stages: &[Stage], si: usize) -> bool {
+    if si + 1 >= stages.len()
+        || !stages[si].insts[stages[si].result.0 as usize]
+            .dtype
+            .is_float()
+    {
+        return false;
+    }
+    stages[si + 1..].iter().all(|st| {
+        let loads: Vec<usize> = st
+            .insts
+            .iter()
+            .enumerate()
+            .filter(|(_, inst)| {
+                matches!(inst.op, Op::Load { source: Source::Stage(k), .. } if k as usize == si)
+            })
+            .map(|(i, _)| i)
+            .collect();
+        if loads.contains(&(st.result.0 as usize)) {
+            return false;
+        }
+        st.insts.iter().all(|inst| {
+            let operands: Vec<u32> = match inst.op {
+                Op::Unary(_, a) | Op::Cast(a) => vec![a.0],
+                Op::Binary(_, a, b) => vec![a.0, b.0],
+                Op::Select(c, a, b) => vec![c.0, a.0, b.0],
+                _ => Vec::new(),
+            };
+            let safe = matches!(
+                inst.op,
+                Op::Binary(
+                    BinaryOp::Min
+                        | BinaryOp::Max
+                        | BinaryOp::Lt
+                        | BinaryOp::Le
+                        | BinaryOp::Gt
+                        | BinaryOp::Ge
+                        | BinaryOp::Eq
+                        | BinaryOp::Ne,
+                    _,
+                    _
+                ) | Op::Unary(UnaryOp::IsNan | UnaryOp::IsFinite, _)
+            );
+            safe || !operands.iter().any(|&o| loads.contains(&(o as usize)))
+        })
     })
 }
 
@@ -757,7 +819,7 @@ fn body(
         emit_at(&mut em, stage, plan, ctx, &mut frame, i, x, path, fault)?;
     }
     let mut r = frame.get(&stage.result)?;
-    Ok(em.plain(&mut r))
+    Ok(em.result_value(&mut r, plan.raw_result))
 }
 
 /// Emits `sp.blocks` vectors of the stage at columns `x, x + 4, ...` (stride 1,
@@ -797,7 +859,7 @@ fn body_shared(
             .get(&(u as i64))
             .and_then(|f| f.1.vals[stage.result.0 as usize])
             .ok_or_else(|| bad("shared result not computed"))?;
-        let p = em.plain(&mut r);
+        let p = em.result_value(&mut r, plan.raw_result);
         // Stored at once: Cranelift places pure instructions just before their first
         // side-effecting user, so a store per vector keeps each vector's work together.
         store(em.b, u, p);

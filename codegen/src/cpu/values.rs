@@ -269,6 +269,15 @@ impl Em<'_, '_> {
         p
     }
 
+    /// The value a stage stores as its result: the plain form, except that with `raw` (see
+    /// `rowfn::raw_result`) a min tree's value is stored as is, its NaN not canonicalised.
+    pub(crate) fn result_value(&mut self, v: &mut Val, raw: bool) -> Value {
+        match v.tree {
+            Some(t) if raw && !t.max && v.plain.is_none() => t.m,
+            _ => self.plain(v),
+        }
+    }
+
     /// `k ^ ((k >>s (w-1)) >>u 1)`: the order-key involution.
     fn flip(&mut self, d: DType, k: Value) -> Value {
         let sh = if d == DType::F64 { 63 } else { 31 };
