@@ -180,30 +180,18 @@ impl CpuKernel {
 
 /// Compiles `kernel` for the host CPU. `options.fault` plants a deliberate miscompilation
 /// (tests of the fuzzer only).
+///
+/// The stages of a stencil kernel are independent functions (they share only the border
+/// functions, called by address), so they are compiled on up to
+/// `available_parallelism()` threads, each into a JIT module of its own, biggest stages
+/// first, each to the least loaded thread.
 pub fn compile(kernel: &Kernel, options: &CompileOptions) -> Result<CpuKernel, CodegenError> {
     let t0 = Instant::now();
-    let mut j = jit::Jit::new()?;
-    let mut cold_module = None;
     let fault = options.fault;
     let mut notes = Vec::new();
     let mut shared = 0;
-    enum Pending {
-        Stencil(
-            Vec<(
-                Vec<RowSlot>,
-                cranelift_module::FuncId,
-                cranelift_module::FuncId,
-            )>,
-        ),
-        Along {
-            axis: usize,
-            op: ReduceOp,
-            scan: bool,
-            fold: cranelift_module::FuncId,
-            combine: cranelift_module::FuncId,
-        },
-    }
-    let pending = match &kernel.body {
+    let mut modules = Vec::new();
+    let body = match &kernel.body {
         KernelBody::Stencil { stages } => {
             rowfn::validate(kernel)?;
             let plans = (0..stages.len())
@@ -235,32 +223,88 @@ pub fn compile(kernel: &Kernel, options: &CompileOptions) -> Result<CpuKernel, C
                 let cm = cj.finish()?;
                 for (i, id) in ids {
                     borders[i] = Some(rowfn::BorderCall {
-                        addr: cm.get_finalized_function(id),
+                        addr: cm.get_finalized_function(id) as usize,
                         sig: sig.clone(),
                     });
                 }
-                cold_module = Some(cm);
+                modules.push(cm);
+            }
+            let groups = stage_groups(&plans, stages);
+            let compile_group = |group: &[usize]| {
+                let mut j = jit::Jit::new()?;
+                let mut ids = Vec::new();
+                for &i in group {
+                    let border = borders[i].clone();
+                    let (stage, plan) = (&stages[i], &plans[i]);
+                    let rows_id = j.define(
+                        &format!("stage{i}_rows"),
+                        &rowfn::rows_params(),
+                        |b, params| rowfn::build_rows(b, stage, plan, params, fault, border),
+                    )?;
+                    let id = j.define_row_forwarder(&format!("stage{i}"), rows_id)?;
+                    ids.push((i, id, rows_id));
+                }
+                Ok::<_, CodegenError>((j.finish()?, ids))
+            };
+            let built: Vec<Result<_, CodegenError>> = if groups.len() == 1 {
+                vec![compile_group(&groups[0])]
+            } else {
+                std::thread::scope(|s| {
+                    let handles: Vec<_> = groups
+                        .iter()
+                        .map(|g| s.spawn(|| compile_group(g)))
+                        .collect();
+                    handles
+                        .into_iter()
+                        .map(|h| {
+                            h.join().unwrap_or_else(|_| {
+                                Err(CodegenError::Cranelift("a compile thread panicked".into()))
+                            })
+                        })
+                        .collect()
+                })
+            };
+            let mut fns: Vec<Option<(RowFn, RowsFn)>> = vec![None; stages.len()];
+            for r in built {
+                let (module, ids) = r?;
+                for (i, id, rows_id) in ids {
+                    let ptr = module.get_finalized_function(id);
+                    let rptr = module.get_finalized_function(rows_id);
+                    // SAFETY: `ptr` is the finalized code of a function defined with five
+                    // I64 parameters (`define_row_forwarder`), exactly `RowFn`'s (three
+                    // pointers and two i64, no result, the platform's C calling convention);
+                    // `rptr` likewise with `rowfn::rows_params()`, eight I64, `RowsFn`'s.
+                    // The code lives as long as `module`, which the returned `CpuKernel`
+                    // owns (through `modules`).
+                    fns[i] = Some(unsafe {
+                        (
+                            std::mem::transmute::<*const u8, RowFn>(ptr),
+                            std::mem::transmute::<*const u8, RowsFn>(rptr),
+                        )
+                    });
+                }
+                modules.push(module);
             }
             let mut out = Vec::with_capacity(stages.len());
             for ((i, stage), plan) in stages.iter().enumerate().zip(plans) {
-                let border = borders[i].clone();
-                let rows_id = j.define(
-                    &format!("stage{i}_rows"),
-                    &rowfn::rows_params(),
-                    |b, params| rowfn::build_rows(b, stage, &plan, params, fault, border),
-                )?;
-                let id = j.define_row_forwarder(&format!("stage{i}"), rows_id)?;
                 shared += usize::from(plan.shares_columns());
                 let mut note = plan.describe(i, stage);
                 if borders[i].is_some() {
                     note.push_str("; border columns in a separate fast-compiling function");
                 }
                 notes.push(note);
-                out.push((plan.slots, id, rows_id));
+                let (func, rows) =
+                    fns[i].ok_or_else(|| CodegenError::Cranelift(format!("stage {i} lost")))?;
+                out.push(CpuStage {
+                    slots: plan.slots,
+                    func,
+                    rows: Some(rows),
+                });
             }
-            Pending::Stencil(out)
+            CpuBody::Stencil(out)
         }
         KernelBody::Scan { axis, op } | KernelBody::AxisReduce { axis, op } => {
+            let mut j = jit::Jit::new()?;
             let scan = matches!(kernel.body, KernelBody::Scan { .. });
             let dtype = along::validate(kernel, *axis, *op)?;
             let fold = j.define("fold", &along::fold_params(), |b, params| {
@@ -272,54 +316,13 @@ pub fn compile(kernel: &Kernel, options: &CompileOptions) -> Result<CpuKernel, C
             notes.push(format!(
                 "{dtype} {op:?}: scalar fold (innermost axis) and combine (outer axes)"
             ));
-            Pending::Along {
-                axis: *axis,
-                op: *op,
-                scan,
-                fold,
-                combine,
-            }
-        }
-    };
-    let module = j.finish()?;
-    let body = match pending {
-        Pending::Stencil(stages) => CpuBody::Stencil(
-            stages
-                .into_iter()
-                .map(|(slots, id, rows_id)| {
-                    let ptr = module.get_finalized_function(id);
-                    let rptr = module.get_finalized_function(rows_id);
-                    // SAFETY: `ptr` is the finalized code of a function defined with five
-                    // I64 parameters (`define_row_forwarder`), exactly `RowFn`'s (three
-                    // pointers and two i64, no result, the platform's C calling convention);
-                    // `rptr` likewise with `rowfn::rows_params()`, eight I64, `RowsFn`'s.
-                    // The code lives as long as `module`, which the returned `CpuKernel` owns.
-                    let (func, rows) = unsafe {
-                        (
-                            std::mem::transmute::<*const u8, RowFn>(ptr),
-                            std::mem::transmute::<*const u8, RowsFn>(rptr),
-                        )
-                    };
-                    CpuStage {
-                        slots,
-                        func,
-                        rows: Some(rows),
-                    }
-                })
-                .collect(),
-        ),
-        Pending::Along {
-            axis,
-            op,
-            scan,
-            fold,
-            combine,
-        } => {
+            let module = j.finish()?;
             let fp = module.get_finalized_function(fold);
             let cp = module.get_finalized_function(combine);
+            modules.push(module);
             // SAFETY: both functions were defined with the parameter lists of `FoldFn` and
             // `CombineFn` (pointers and i64s, no result, C calling convention); their code is
-            // owned by `module`, which the returned `CpuKernel` keeps alive.
+            // owned by `module`, which the returned `CpuKernel` keeps alive (`modules`).
             let (fold, combine) = unsafe {
                 (
                     std::mem::transmute::<*const u8, FoldFn>(fp),
@@ -327,8 +330,8 @@ pub fn compile(kernel: &Kernel, options: &CompileOptions) -> Result<CpuKernel, C
                 )
             };
             CpuBody::AlongAxis {
-                axis,
-                op,
+                axis: *axis,
+                op: *op,
                 scan,
                 fold,
                 combine,
@@ -341,20 +344,33 @@ pub fn compile(kernel: &Kernel, options: &CompileOptions) -> Result<CpuKernel, C
         compile_ms: t0.elapsed().as_secs_f64() * 1e3,
         shared_column_stages: shared,
         notes,
-        _code: jit::CodeOwner::new(module_list(module, cold_module)),
+        _code: jit::CodeOwner::new(modules),
     })
 }
 
-/// The modules a kernel owns: the main one, and the cold one when border columns were
-/// compiled apart (its code is called from the main module's, so both live as long as the
-/// kernel).
-fn module_list(
-    main: cranelift_jit::JITModule,
-    cold: Option<cranelift_jit::JITModule>,
-) -> Vec<cranelift_jit::JITModule> {
-    let mut v = vec![main];
-    v.extend(cold);
-    v
+/// Splits the stages into at most `available_parallelism()` groups of about equal
+/// estimated compile work (see `StagePlan::compile_weight`), biggest stages first, each to
+/// the least loaded group.
+fn stage_groups(plans: &[rowfn::StagePlan], stages: &[crate::kernel::Stage]) -> Vec<Vec<usize>> {
+    let threads = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .clamp(1, stages.len().max(1));
+    let weight: Vec<usize> = plans
+        .iter()
+        .zip(stages)
+        .map(|(p, st)| p.compile_weight(st))
+        .collect();
+    let mut order: Vec<usize> = (0..stages.len()).collect();
+    order.sort_by_key(|&i| std::cmp::Reverse(weight[i]));
+    let mut groups: Vec<Vec<usize>> = vec![Vec::new(); threads];
+    let mut load = vec![0usize; threads];
+    for i in order {
+        let t = (0..threads).min_by_key(|&t| load[t]).unwrap_or(0);
+        groups[t].push(i);
+        load[t] += weight[i];
+    }
+    groups.retain(|g| !g.is_empty());
+    groups
 }
 
 /// Size in bytes of one element, as used for address arithmetic.

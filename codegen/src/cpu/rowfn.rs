@@ -197,6 +197,12 @@ impl StagePlan {
         }
     }
 
+    /// A rough measure of how much code the stage compiles to, for balancing compile
+    /// threads: instructions times the vectors per shared step.
+    pub(crate) fn compile_weight(&self, stage: &Stage) -> usize {
+        stage.insts.len() * self.shift.as_ref().map_or(2, |sp| sp.blocks + 1)
+    }
+
     /// Whether the vector interior shares work between neighbouring columns.
     pub(crate) fn shares_columns(&self) -> bool {
         self.shift.is_some()
@@ -1157,8 +1163,8 @@ pub(crate) fn build_rows(
 /// A stage's border function, as the row function calls it.
 #[derive(Clone)]
 pub(crate) struct BorderCall {
-    /// Its finalized code.
-    pub(crate) addr: *const u8,
+    /// The address of its finalized code.
+    pub(crate) addr: usize,
     /// Its signature ([`border_params`], no result, the host's C convention).
     pub(crate) sig: cranelift_codegen::ir::Signature,
 }
