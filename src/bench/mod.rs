@@ -238,6 +238,8 @@ pub struct BenchOptions {
     /// Code generation options of the engine under test (for A/B runs of one backend
     /// feature in the same process).
     pub compile: kiln_codegen::CompileOptions,
+    /// Run the `double_windows` pass (off only for A/B runs).
+    pub window_doubling: bool,
 }
 
 impl Default for BenchOptions {
@@ -247,6 +249,7 @@ impl Default for BenchOptions {
             min_reps: 5,
             max_reps: 10_000,
             compile: kiln_codegen::CompileOptions::default(),
+            window_doubling: true,
         }
     }
 }
@@ -342,7 +345,9 @@ pub fn run_workload(w: &Workload, threads: usize, opts: &BenchOptions) -> (Bench
     };
     let mut row = BenchRow::empty(w, threads, Status::Ok);
     row.input_checksum = checksum(&input);
-    let engine = Engine::with_options(opts.compile.clone()).with_threads(threads);
+    let engine = Engine::with_options(opts.compile.clone())
+        .with_threads(threads)
+        .with_window_doubling(opts.window_doubling);
     let compiled = match engine.compile(&graph) {
         Ok(c) => c,
         Err(e) => {

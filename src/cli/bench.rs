@@ -47,6 +47,14 @@ pub struct BenchArgs {
     /// neighbouring columns, alternating, and print the two medians and their ratio.
     #[arg(long, conflicts_with_all = ["no_column_sharing", "json"])]
     ab_column_sharing: bool,
+    /// Optimise without the `double_windows` pass (k-row min/max windows as chains of
+    /// two-read windows), for A/B runs.
+    #[arg(long)]
+    no_window_doubling: bool,
+    /// A/B in this process: time each workload with and without the `double_windows` pass,
+    /// alternating, and print the two medians and their ratio.
+    #[arg(long, conflicts_with_all = ["no_window_doubling", "ab_column_sharing", "json"])]
+    ab_window_doubling: bool,
 }
 
 /// The workloads selected by `--ops` and `--sizes`.
@@ -159,10 +167,25 @@ pub fn run(a: BenchArgs) -> Result<ExitCode, CliError> {
             no_column_sharing: a.no_column_sharing,
             ..Default::default()
         },
+        window_doubling: !a.no_window_doubling,
         ..BenchOptions::default()
     };
     if a.ab_column_sharing {
-        return ab_column_sharing(&workloads, &a.threads, &opts);
+        let off = BenchOptions {
+            compile: kiln_codegen::CompileOptions {
+                no_column_sharing: true,
+                ..Default::default()
+            },
+            ..opts.clone()
+        };
+        return ab(&workloads, &a.threads, &opts, &off, ["shared", "unshared"]);
+    }
+    if a.ab_window_doubling {
+        let off = BenchOptions {
+            window_doubling: false,
+            ..opts.clone()
+        };
+        return ab(&workloads, &a.threads, &opts, &off, ["doubled", "whole"]);
     }
     let quiet = a.json.as_deref() == Some(std::path::Path::new("-"));
     if !quiet {
@@ -233,35 +256,32 @@ pub fn run(a: BenchArgs) -> Result<ExitCode, CliError> {
     })
 }
 
-/// `--ab-column-sharing`: each workload and thread count timed with the sharing on, then
-/// off, then on and off again (the better of each pair of runs is kept, which evens out a
-/// slow phase of the machine), in this process.
-fn ab_column_sharing(
+/// `--ab-column-sharing`, `--ab-window-doubling`: each workload and thread count timed with
+/// the feature on, then off, then on and off again (the better of each pair of runs is
+/// kept, which evens out a slow phase of the machine), in this process. `names` label the
+/// two columns.
+fn ab(
     workloads: &[Workload],
     threads: &[usize],
-    opts: &BenchOptions,
+    on: &BenchOptions,
+    off: &BenchOptions,
+    names: [&str; 2],
 ) -> Result<ExitCode, CliError> {
-    let on = BenchOptions {
-        compile: kiln_codegen::CompileOptions::default(),
-        ..opts.clone()
-    };
-    let off = BenchOptions {
-        compile: kiln_codegen::CompileOptions {
-            no_column_sharing: true,
-            ..Default::default()
-        },
-        ..opts.clone()
-    };
+    let [a, b] = names;
     println!(
-        "{:<22} {:>3} {:>10} {:>12} {:>9}",
-        "workload", "thr", "shared ms", "unshared ms", "unsh/sh"
+        "{:<22} {:>3} {:>12} {:>12} {:>9}",
+        "workload",
+        "thr",
+        format!("{a} ms"),
+        format!("{b} ms"),
+        "off/on"
     );
     let mut failed = false;
     for w in workloads {
         for &t in threads {
             let mut best = [f64::INFINITY; 2];
             for _ in 0..2 {
-                for (k, o) in [&on, &off].into_iter().enumerate() {
+                for (k, o) in [on, off].into_iter().enumerate() {
                     let (row, _) = bench::run_workload(w, t, o);
                     if let Status::Error(e) = &row.status {
                         eprintln!("{}: {e}", w.name);
@@ -271,7 +291,7 @@ fn ab_column_sharing(
                 }
             }
             println!(
-                "{:<22} {:>3} {:>10.3} {:>12.3} {:>8.2}x",
+                "{:<22} {:>3} {:>12.3} {:>12.3} {:>8.2}x",
                 w.name,
                 t,
                 best[0],
@@ -281,8 +301,8 @@ fn ab_column_sharing(
         }
     }
     println!(
-        "median ms of the fused run (the lower of two runs each, alternating on/off); \
-         unsh/sh = unshared / shared"
+        "median ms of the fused run (the lower of two runs each, alternating {a}/{b}); \
+         off/on = {b} / {a}"
     );
     Ok(if failed {
         ExitCode::from(1)

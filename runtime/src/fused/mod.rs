@@ -21,7 +21,7 @@ use std::time::Instant;
 use kiln_codegen::cpu::{self, CpuBody, CpuKernel};
 use kiln_codegen::lower::lower;
 use kiln_codegen::{CompileOptions, Kernel};
-use kiln_ir::passes::{fuse, optimize, Partition};
+use kiln_ir::passes::{fuse, optimize, optimize_for, Partition, StageStorage};
 use kiln_ir::{Graph, NodeId, NodeKind};
 
 use crate::eager::check_inputs;
@@ -51,6 +51,7 @@ pub struct Engine {
     stats: Mutex<EngineStats>,
     pool: Option<rayon::ThreadPool>,
     scratch_budget: usize,
+    window_doubling: bool,
 }
 
 impl Default for Engine {
@@ -79,6 +80,7 @@ impl Engine {
             stats: Mutex::new(EngineStats::default()),
             pool: None,
             scratch_budget: stencil::SCRATCH_BUDGET,
+            window_doubling: true,
         }
     }
 
@@ -94,6 +96,14 @@ impl Engine {
     /// do not depend on it, only speed (tests use tiny budgets to exercise the chunking).
     pub fn with_scratch_budget(mut self, bytes: usize) -> Engine {
         self.scratch_budget = bytes;
+        self
+    }
+
+    /// With `false`, graphs are optimised without the `double_windows` pass (the pipeline
+    /// of [`StageStorage::DevicePasses`]); for same-process A/B runs. Results do not depend
+    /// on it, only speed.
+    pub fn with_window_doubling(mut self, on: bool) -> Engine {
+        self.window_doubling = on;
         self
     }
 
@@ -118,7 +128,11 @@ impl Engine {
     /// Optimises, fuses, lowers and compiles `graph` (kernels through the cache).
     pub fn compile(&self, graph: &Graph) -> Result<CompiledGraph, RuntimeError> {
         let t0 = Instant::now();
-        let optimized = optimize(graph);
+        let optimized = if self.window_doubling {
+            optimize(graph)
+        } else {
+            optimize_for(graph, StageStorage::DevicePasses)
+        };
         let partition = fuse(&optimized);
         let mut kernels = Vec::with_capacity(partition.groups.len());
         for group in &partition.groups {
