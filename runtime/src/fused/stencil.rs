@@ -546,8 +546,6 @@ impl Job<'_> {
             unsafe { buf.set_len(words) };
         }
         let mut oc = vec![0usize; self.shape.len() - 1];
-        let mut ptrs: Vec<*const u8> = Vec::new();
-        let mut strides: Vec<i64> = Vec::new();
         let mut bufs = RunBufs::default();
         let mut next = vec![0usize; last];
         let row_bytes = self.width * self.dtypes[last].size_bytes();
@@ -578,15 +576,7 @@ impl Job<'_> {
                     while n < max && order[q + n] == i + n && plan.rows[k][i + n] == row + n {
                         n += 1;
                     }
-                    if n > 1 {
-                        let done = self.try_rows(k, &oc, n, dst, &plan, scratch, &mut bufs)?;
-                        if done > 0 {
-                            q += done;
-                            continue;
-                        }
-                    }
-                    self.row(k, &oc, dst, &plan, scratch, &mut ptrs, &mut strides)?;
-                    q += 1;
+                    q += self.compute_rows(k, &oc, n, dst, &plan, scratch, &mut bufs)?;
                 }
             }
             let scratch = &pool[..last];
@@ -598,18 +588,34 @@ impl Job<'_> {
                 // last stage's dtype, so this row's bytes are inside it; blocks own disjoint rows.
                 let dst = unsafe { out.get().add(row * row_bytes) };
                 let n = self.run_len(last, &oc, o1 - row);
-                if n > 1 {
-                    let done = self.try_rows(last, &oc, n, dst, &plan, scratch, &mut bufs)?;
-                    if done > 0 {
-                        row += done;
-                        continue;
-                    }
-                }
-                self.row(last, &oc, dst, &plan, scratch, &mut ptrs, &mut strides)?;
-                row += 1;
+                row += self.compute_rows(last, &oc, n, dst, &plan, scratch, &mut bufs)?;
             }
         }
         Ok(())
+    }
+
+    /// Computes stage `j`'s rows from the row at outer coordinates `oc` into `dst`: up to `n`
+    /// (consecutive, in one run interior) with one multi-row call when possible, else one
+    /// row. Returns how many rows it computed (at least 1).
+    #[allow(clippy::too_many_arguments)]
+    fn compute_rows(
+        &self,
+        j: usize,
+        oc: &[usize],
+        n: usize,
+        dst: *mut u8,
+        plan: &BlockPlan,
+        scratch: &[Scratch],
+        bufs: &mut RunBufs,
+    ) -> Result<usize, RuntimeError> {
+        if n > 1 {
+            let done = self.try_rows(j, oc, n, dst, plan, scratch, bufs)?;
+            if done > 0 {
+                return Ok(done);
+            }
+        }
+        self.row(j, oc, dst, plan, scratch, bufs)?;
+        Ok(1)
     }
 
     /// How many rows from the row at outer coordinates `oc` (at most `max`) stay in one
@@ -734,10 +740,10 @@ impl Job<'_> {
         dst: *mut u8,
         plan: &BlockPlan,
         scratch: &[Scratch],
-        ptrs: &mut Vec<*const u8>,
-        strides: &mut Vec<i64>,
+        bufs: &mut RunBufs,
     ) -> Result<(), RuntimeError> {
         let stage = &self.stages[j];
+        let RunBufs { ptrs, strides, .. } = bufs;
         ptrs.clear();
         strides.clear();
         for (s, slot) in stage.slots.iter().enumerate() {
