@@ -1,7 +1,8 @@
 //! Window doubling (`kiln_ir::passes::doubling`): a min/max window of `k` rows becomes a
 //! chain of two-read windows under `nearest`. Checked bit for bit against the eager oracle
 //! on the un-optimised graph, for every height from 1 to 24 (so windows that cross one end,
-//! both ends, or neither), every eligible border, NaN payloads, infinities, signed zeros and
+//! both ends, or neither), every eligible border (constants of both zero signs, both
+//! infinities and a NaN with a payload among them), NaN payloads, infinities, signed zeros and
 //! subnormals; through the eager executor on the optimised graph (the rewrite alone) and the
 //! fused engine, unchunked and in chunks of four rows (rings of scratch rows that wrap).
 
@@ -63,7 +64,16 @@ fn doubled_windows_match_eager_for_every_height() {
     let engines = [Engine::new(), Engine::new().with_scratch_budget(1)];
     for op in [ReduceOp::Min, ReduceOp::Max] {
         for (ky, kx) in [(7, 1), (9, 3), (15, 1), (13, 2)] {
-            for border in [Border::Nearest, Border::Reflect, Border::Mirror] {
+            for border in [
+                Border::Nearest,
+                Border::Reflect,
+                Border::Mirror,
+                Border::Constant(Scalar::F32(0)),
+                Border::Constant(Scalar::F32(f32::INFINITY.to_bits())),
+                Border::Constant(Scalar::F32(f32::NEG_INFINITY.to_bits())),
+                Border::Constant(Scalar::F32(0x8000_0000)),
+                Border::Constant(Scalar::F32(0xffc0_0001)),
+            ] {
                 for h in 1..=24 {
                     let shape = [1, 2, h, 5];
                     let g = window_graph(&shape, op, ky, kx, border);
@@ -91,14 +101,7 @@ fn doubled_windows_match_eager_for_every_height() {
 fn ineligible_windows_are_left_alone() {
     let shape = [1, 1, 20, 20];
     let cases = [
-        // Borders whose windows do not remap onto the clamped range.
-        window_graph(
-            &shape,
-            ReduceOp::Min,
-            15,
-            1,
-            Border::Constant(Scalar::F32(0)),
-        ),
+        // A border whose windows do not remap onto the clamped range.
         window_graph(&shape, ReduceOp::Min, 15, 1, Border::Wrap),
         // Even sizes are asymmetric; short windows are not worth a chain; sums keep order.
         window_graph(&shape, ReduceOp::Min, 8, 1, Border::Reflect),

@@ -27,11 +27,16 @@
 //!
 //! So both forms take the min (max) of the same set of values. kiln's min and max form a
 //! semilattice (NaN absorbs and is canonical, −0 < +0; see `SEMANTICS.md`), so repeats and
-//! order do not change a bit. Windows under `constant` or `wrap`, asymmetric windows (even
-//! sizes, non-zero origins) and sums are left alone.
+//! order do not change a bit.
+//!
+//! Under `constant(c)` the window's values are those of `C(y)` plus `c` when the window
+//! crosses an end. The chain (under `nearest`) gives the first part; two more reads, `x` at
+//! offsets `−r` and `+r` under `constant(c)`, give `c` exactly when the window crosses the
+//! top or the bottom end, and otherwise a value already inside the window. Windows under
+//! `wrap`, asymmetric windows (even sizes, non-zero origins) and sums are left alone.
 
 use crate::builder::GraphBuilder;
-use crate::graph::{Footprint, Graph, NodeId, NodeKind, ReduceOp};
+use crate::graph::{BinaryOp, Footprint, Graph, NodeId, NodeKind, ReduceOp};
 use crate::types::Border;
 
 /// Shortest window (rows) worth a doubling chain. Shorter windows read so few rows that the
@@ -89,11 +94,13 @@ pub fn double_windows(graph: &Graph) -> Graph {
                 x,
                 op: op @ (ReduceOp::Min | ReduceOp::Max),
                 footprint,
-                border: Border::Nearest | Border::Reflect | Border::Mirror,
+                border:
+                    border @ (Border::Nearest | Border::Reflect | Border::Mirror | Border::Constant(_)),
             } if footprint.offsets.len() >= MIN_DOUBLING_LEN => {
                 match outer_symmetric_window(footprint) {
                     Some((axis, r)) => {
-                        chain(&mut b, map[x.index()], *op, footprint.rank(), axis, r)
+                        let x = map[x.index()];
+                        chain(&mut b, x, *op, *border, footprint.rank(), axis, r)
                     }
                     None => super::copy_node(&mut b, node, &map),
                 }
@@ -106,11 +113,13 @@ pub fn double_windows(graph: &Graph) -> Graph {
     b.finish(&outputs).expect("outputs exist")
 }
 
-/// Emits the doubling chain for a window of radius `r` along `axis` of `x`.
+/// Emits the doubling chain for a window of radius `r` along `axis` of `x` (plus, under a
+/// constant border, the two reads that bring in the constant).
 fn chain(
     b: &mut GraphBuilder,
     x: NodeId,
     op: ReduceOp,
+    border: Border,
     rank: usize,
     axis: usize,
     r: i64,
@@ -132,7 +141,22 @@ fn chain(
         cur = b.window_reduce(cur, op, &along(&[0, a]), Border::Nearest)?;
         a *= 2;
     }
-    b.window_reduce(cur, op, &along(&finals), Border::Nearest)
+    let clipped = b.window_reduce(cur, op, &along(&finals), Border::Nearest)?;
+    if !matches!(border, Border::Constant(_)) {
+        return Ok(clipped);
+    }
+    let combine = if op == ReduceOp::Min {
+        BinaryOp::Min
+    } else {
+        BinaryOp::Max
+    };
+    let mut out = clipped;
+    for end in [-r, r] {
+        let at = along(&[end]).offsets.remove(0);
+        let g = b.gather(x, &at, border)?;
+        out = b.binary(combine, out, g)?;
+    }
+    Ok(out)
 }
 
 #[cfg(test)]
