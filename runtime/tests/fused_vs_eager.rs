@@ -72,7 +72,11 @@ fn layouts(rank: usize) -> Vec<Vec<usize>> {
     vec![id, t, cl]
 }
 
-/// Runs `graph` eagerly and fused on inputs made for it (every layout), asserts equal bits.
+/// An engine whose multi-stage kernels run in chunks of the fewest output rows.
+static CHUNKED: std::sync::OnceLock<Engine> = std::sync::OnceLock::new();
+
+/// Runs `graph` eagerly and fused on inputs made for it (every layout), asserts equal bits;
+/// fused both with the default scratch budget and in the smallest chunks.
 fn check(engine: &Engine, graph: &Graph, what: &str) {
     let rank = graph.inputs[0].shape.len();
     for (li, layout) in layouts(rank).iter().enumerate() {
@@ -91,6 +95,19 @@ fn check(engine: &Engine, graph: &Graph, what: &str) {
             .run(graph, &inputs)
             .unwrap_or_else(|e| panic!("{what}: fused run failed: {e}"));
         assert_eq!(want.len(), got.len());
+        // Multi-stage kernels once more in chunks of the fewest rows (rings of scratch rows
+        // that wrap, rows reused across chunks, planes crossed by 3-D slots and `wrap`).
+        let chunked = CHUNKED
+            .get_or_init(|| Engine::new().with_scratch_budget(1))
+            .run(graph, &inputs)
+            .unwrap_or_else(|e| panic!("{what}: chunked fused run failed: {e}"));
+        for (k, (w, g)) in want.iter().zip(&chunked).enumerate() {
+            if let Some(d) = first_difference(w, g) {
+                panic!(
+                    "{what}: output {k}, layout {layout:?}: eager vs chunked fused differ at {d}"
+                );
+            }
+        }
         for (k, (w, g)) in want.iter().zip(&got).enumerate() {
             assert!(g.is_contiguous(), "{what}: output {k} not contiguous");
             if let Some(d) = first_difference(w, g) {
