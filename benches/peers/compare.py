@@ -433,7 +433,7 @@ def print_table(meta, results, markdown):
             if lib in r["peers"]:
                 single[(r["kiln"]["name"], tuple(r["kiln"]["shape"]), lib)] = (r["peers"][lib], r["checks"].get(lib))
     head = ["workload", "shape", "thr", "kiln ms", "floor ms", "compile ms"] + [f"{l} ms" for l in libs] + [
-        "best peer", "kiln/best", "kiln/floor", "checks"]
+        "best peer", "kiln/best", "kiln/floor", "kiln* ms", "kiln*/floor*", "checks"]
     rows = []
     for r in results:
         k = r["kiln"]
@@ -454,6 +454,9 @@ def print_table(meta, results, markdown):
         cells = [k["name"], shape, str(k["threads"]), fmt(km), fmt(k["floor"]["median_ms"]), f"{k['compile_ms']:.2f}"]
         cells += [fmt(peers[l]["median_ms"]) if peers.get(l) else "skipped" for l in libs]
         cells += [best or "-", f"{km / timed[best]:.2f}" if best else "-", f"{k['ratio_to_floor']:.2f}"]
+        reused = k.get("time_reused", {}).get("median_ms")
+        warm = k.get("floor_warm", {}).get("median_ms")
+        cells += [fmt(reused) if reused else "-", f"{reused / warm:.2f}" if reused and warm else "-"]
         cells.append(", ".join(f"{l}:{c}" for l, c in checks.items()))
         rows.append(cells)
     print()
@@ -465,7 +468,9 @@ def print_table(meta, results, markdown):
     for c in rows:
         print("  ".join(x.ljust(w) for x, w in zip(c, widths)))
     print("scipy and numpy run single-threaded (timed once, shown at every thread count); "
-          "kiln/best = kiln median / fastest peer median; kiln/floor = kiln median / copy floor.")
+          "kiln/best = kiln median / fastest peer median; kiln/floor = kiln median / copy floor; "
+          "kiln* = kiln writing into its previous outputs (run_into), kiln*/floor* = that / the copy "
+          "floor into a reused buffer.")
     if markdown:
         print()
         print("| " + " | ".join(head) + " |")

@@ -211,6 +211,26 @@ impl Tensor {
         self.shape.iter().product()
     }
 
+    /// The storage itself, when this tensor is its only owner and views all of it
+    /// row-major (offset 0, contiguous, no other elements); otherwise the tensor back.
+    pub fn into_unique_storage(self) -> Result<Storage, Tensor> {
+        if self.offset != 0 || !self.is_contiguous() || self.storage.len() != self.numel() {
+            return Err(self);
+        }
+        let Tensor {
+            storage,
+            shape,
+            strides,
+            offset,
+        } = self;
+        Arc::try_unwrap(storage).map_err(|storage| Tensor {
+            storage,
+            shape,
+            strides,
+            offset,
+        })
+    }
+
     /// True if the view is row-major contiguous from its offset.
     pub fn is_contiguous(&self) -> bool {
         self.strides == contiguous_strides(&self.shape)

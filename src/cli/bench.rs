@@ -115,13 +115,15 @@ fn line(r: &BenchRow) -> String {
                 .peak_extra_bytes
                 .map_or("?".to_string(), |b| format!("{:.1}", mib(b as usize)));
             format!(
-                "{head} {:>9.3} {:>8.3} {:>5} {:>9.3} {:>9.3} {:>6.2}x {:>8.2} {:>7} {:>8.1} {:>8}",
+                "{head} {:>9.3} {:>8.3} {:>5} {:>9.3} {:>9.3} {:>6.2}x {:>9.3} {:>7.2}x {:>8.2} {:>7} {:>8.1} {:>8}",
                 r.time.median,
                 r.time.iqr(),
                 r.time.reps,
                 r.floor.median,
                 r.floor_warm.median,
                 r.floor_ratio(),
+                r.time_reused.median,
+                r.time_reused.median / r.floor_warm.median,
                 r.compile_ms,
                 r.kernels,
                 mib(r.in_bytes + r.out_bytes),
@@ -190,7 +192,7 @@ pub fn run(a: BenchArgs) -> Result<ExitCode, CliError> {
     let quiet = a.json.as_deref() == Some(std::path::Path::new("-"));
     if !quiet {
         println!(
-            "{:<22} {:<15} {:>3} {:>9} {:>8} {:>5} {:>9} {:>9} {:>7} {:>8} {:>7} {:>8} {:>8}",
+            "{:<22} {:<15} {:>3} {:>9} {:>8} {:>5} {:>9} {:>9} {:>7} {:>9} {:>8} {:>8} {:>7} {:>8} {:>8}",
             "workload",
             "shape",
             "thr",
@@ -200,6 +202,8 @@ pub fn run(a: BenchArgs) -> Result<ExitCode, CliError> {
             "floor ms",
             "floor*ms",
             "/floor",
+            "kiln* ms",
+            "/floor*",
             "compile",
             "kernels",
             "in+out M",
@@ -230,8 +234,9 @@ pub fn run(a: BenchArgs) -> Result<ExitCode, CliError> {
         println!(
             "median/iqr: fused run (fresh output each call); floor: parallel copy of the input \
              bytes into a fresh output-sized buffer (floor*: into a reused one), same threads; \
-             /floor = median / floor; compile: ms, fresh engine; peak+: peak RSS above the level \
-             before the first run (MiB)"
+             /floor = median / floor; kiln*: fused run into the previous call's outputs \
+             (run_into), /floor* = kiln* / floor*; compile: ms, fresh engine; peak+: peak RSS \
+             above the level before the first run (MiB)"
         );
     }
     if let Some(path) = &a.json {

@@ -30,8 +30,9 @@ unsafe impl Send for OutPtr {}
 // SAFETY: see `Send`.
 unsafe impl Sync for OutPtr {}
 
-/// Runs a scan (`scan`) or reduction of `x` along `axis`; returns a fresh contiguous tensor
-/// of `out_shape` (`x`'s shape, with `axis` of length 1 for a reduction).
+/// Runs a scan (`scan`) or reduction of `x` along `axis`; returns a contiguous tensor of
+/// `out_shape` (`x`'s shape, with `axis` of length 1 for a reduction), fresh or in `reuse`
+/// (storage of `x`'s dtype and the output's length, overwritten).
 pub(crate) fn run(
     x: &Tensor,
     axis: usize,
@@ -39,6 +40,7 @@ pub(crate) fn run(
     fold: FoldFn,
     combine: CombineFn,
     out_shape: &[usize],
+    reuse: Option<Storage>,
 ) -> Result<Tensor, RuntimeError> {
     let shape = x.shape();
     let rank = shape.len();
@@ -58,7 +60,19 @@ pub(crate) fn run(
         )));
     }
     let es = x.dtype().size_bytes();
-    let mut storage = Storage::zeros(x.dtype(), out_shape.iter().product());
+    let len: usize = out_shape.iter().product();
+    let mut storage = match reuse {
+        Some(s) if s.dtype() == x.dtype() && s.len() == len => s,
+        Some(s) => {
+            return Err(RuntimeError::Shape(format!(
+                "output buffer of {} {} elements for a {} output of {len}",
+                s.len(),
+                s.dtype(),
+                x.dtype()
+            )))
+        }
+        None => Storage::zeros(x.dtype(), len),
+    };
     let out = OutPtr(storage.as_mut_ptr());
     let xs = x.strides();
     let os = contiguous_strides(out_shape);
@@ -277,7 +291,8 @@ mod tests {
                         oshape[axis] = 1;
                     }
                     for input in [&x, &xt] {
-                        let got = run(input, axis, scan, fold_sum, combine_sum, &oshape).unwrap();
+                        let got =
+                            run(input, axis, scan, fold_sum, combine_sum, &oshape, None).unwrap();
                         let got: Vec<u32> = got
                             .to_scalars()
                             .iter()
@@ -300,7 +315,7 @@ mod tests {
     #[test]
     fn wrong_output_shape_is_an_error() {
         let x = Tensor::from_f32(vec![1.0; 6], &[1, 1, 2, 3]).unwrap();
-        assert!(run(&x, 2, false, fold_sum, combine_sum, &[1, 1, 2, 3]).is_err());
-        assert!(run(&x, 4, true, fold_sum, combine_sum, &[1, 1, 2, 3]).is_err());
+        assert!(run(&x, 2, false, fold_sum, combine_sum, &[1, 1, 2, 3], None).is_err());
+        assert!(run(&x, 4, true, fold_sum, combine_sum, &[1, 1, 2, 3], None).is_err());
     }
 }

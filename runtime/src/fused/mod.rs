@@ -201,9 +201,60 @@ impl CompiledGraph {
     /// Runs the kernels on `inputs` with `engine`'s threads; returns the graph's outputs as
     /// fresh contiguous tensors.
     pub fn run(&self, engine: &Engine, inputs: &[Tensor]) -> Result<Vec<Tensor>, RuntimeError> {
+        self.check_memory(inputs)?;
+        let none = vec![None; self.optimized.outputs.len()];
+        engine.install(|| self.run_inner(inputs, engine.scratch_budget, none))
+    }
+
+    /// Like [`CompiledGraph::run`], but writes output `k` into `outputs[k]` and returns those
+    /// same tensors: a loop that hands back last call's outputs allocates nothing, and its
+    /// pages are not faulted in again. Each tensor must have the output's dtype and shape,
+    /// view its whole storage row-major (offset 0, contiguous), and be the storage's only
+    /// owner (no clone of it alive), else the call fails before running anything. The old
+    /// contents are overwritten; on an error the buffers are dropped.
+    pub fn run_into(
+        &self,
+        engine: &Engine,
+        inputs: &[Tensor],
+        outputs: Vec<Tensor>,
+    ) -> Result<Vec<Tensor>, RuntimeError> {
+        self.check_memory(inputs)?;
+        let g = &self.optimized;
+        if outputs.len() != g.outputs.len() {
+            return Err(RuntimeError::Shape(format!(
+                "{} output buffers for a graph with {} outputs",
+                outputs.len(),
+                g.outputs.len()
+            )));
+        }
+        let mut dest = Vec::with_capacity(outputs.len());
+        for (k, (t, &o)) in outputs.into_iter().zip(&g.outputs).enumerate() {
+            let ty = &g.node(o).ty;
+            if t.dtype() != ty.dtype || t.shape() != ty.shape.as_slice() {
+                return Err(RuntimeError::Shape(format!(
+                    "output buffer {k} is {} {:?}, the output is {} {:?}",
+                    t.dtype(),
+                    t.shape(),
+                    ty.dtype,
+                    ty.shape
+                )));
+            }
+            let storage = t.into_unique_storage().map_err(|_| {
+                RuntimeError::Shape(format!(
+                    "output buffer {k} is a strided view, part of a larger storage, or shared \
+                     with another tensor (a clone of it is alive)"
+                ))
+            })?;
+            dest.push(Some(storage));
+        }
+        engine.install(|| self.run_inner(inputs, engine.scratch_budget, dest))
+    }
+
+    /// Checks the inputs and that the run fits in memory: every materialised group output
+    /// alive at once, plus a contiguous copy of each input (strided inputs are copied before
+    /// the kernels run), as an upper bound of the peak.
+    fn check_memory(&self, inputs: &[Tensor]) -> Result<(), RuntimeError> {
         check_inputs(&self.optimized, inputs)?;
-        // Upper bound of the peak: every materialised group output alive at once, plus a
-        // contiguous copy of each input (strided inputs are copied before the kernels run).
         let g = &self.optimized;
         let bytes = |ty: &kiln_ir::TensorType| {
             (ty.numel() as u64).saturating_mul(ty.dtype.size_bytes() as u64)
@@ -215,14 +266,17 @@ impl CompiledGraph {
             .map(|grp| bytes(&g.node(grp.root).ty))
             .fold(0, u64::saturating_add);
         let copies: u64 = g.inputs.iter().map(bytes).fold(0, u64::saturating_add);
-        crate::memory::ensure_fits(outputs.saturating_add(copies), "fused execution")?;
-        engine.install(|| self.run_inner(inputs, engine.scratch_budget))
+        crate::memory::ensure_fits(outputs.saturating_add(copies), "fused execution")
     }
 
+    /// Runs the groups in order. `dest[k]`, when present, is the storage output `k` is
+    /// written into: by the kernel of its group when the output is a group root (its first
+    /// occurrence among the outputs), else by a copy.
     fn run_inner(
         &self,
         inputs: &[Tensor],
         scratch_budget: usize,
+        mut dest: Vec<Option<Storage>>,
     ) -> Result<Vec<Tensor>, RuntimeError> {
         let g = &self.optimized;
         if self.kernels.len() != self.partition.groups.len() {
@@ -231,6 +285,13 @@ impl CompiledGraph {
                 self.kernels.len(),
                 self.partition.groups.len()
             )));
+        }
+        // The output position whose buffer a group root's kernel writes into.
+        let mut writer: HashMap<NodeId, usize> = HashMap::new();
+        for (k, &o) in g.outputs.iter().enumerate().rev() {
+            if dest[k].is_some() {
+                writer.insert(o, k);
+            }
         }
         // Remaining uses of each materialised value, so intermediates are freed early.
         let mut uses = self.partition.reads(g);
@@ -243,7 +304,8 @@ impl CompiledGraph {
             let root = g.nodes.get(group.root.index()).ok_or_else(|| {
                 RuntimeError::Shape(format!("group root {} does not exist", group.root))
             })?;
-            let out = run_kernel(kernel, &args, &root.ty.shape, scratch_budget)?;
+            let reuse = writer.get(&group.root).and_then(|&k| dest[k].take());
+            let out = run_kernel(kernel, &args, &root.ty.shape, scratch_budget, reuse)?;
             values.insert(group.root, out);
             for &i in &group.inputs {
                 if let Some(u) = uses.get_mut(&i) {
@@ -255,20 +317,40 @@ impl CompiledGraph {
             }
         }
         let mut outs = Vec::with_capacity(g.outputs.len());
-        for &o in &g.outputs {
+        for (k, &o) in g.outputs.iter().enumerate() {
             let t = value_of(g, &values, inputs, o)?;
-            let fresh = if matches!(g.node(o).kind, NodeKind::Input { .. }) {
-                let c = t.to_contiguous();
-                if Arc::ptr_eq(c.storage(), t.storage()) {
-                    Tensor::from_storage(Storage::clone(c.storage()), c.shape())?
-                } else {
-                    c
+            let fresh = match dest[k].take() {
+                // A buffer no kernel wrote into (an input, or a repeated output): a copy.
+                Some(mut storage) => {
+                    let c = t.to_contiguous();
+                    // SAFETY: `c` is contiguous from its offset with the output's dtype and
+                    // shape, and `storage` was checked to hold exactly that many elements of
+                    // that dtype; the two are distinct allocations (`storage` is uniquely
+                    // owned here).
+                    unsafe {
+                        let es = c.dtype().size_bytes();
+                        std::ptr::copy_nonoverlapping(
+                            c.storage().as_ptr().add(c.offset() * es),
+                            storage.as_mut_ptr(),
+                            c.numel() * es,
+                        );
+                    }
+                    Tensor::from_storage(storage, c.shape())?
                 }
-            } else {
-                t
+                None if matches!(g.node(o).kind, NodeKind::Input { .. }) => {
+                    let c = t.to_contiguous();
+                    if Arc::ptr_eq(c.storage(), t.storage()) {
+                        Tensor::from_storage(Storage::clone(c.storage()), c.shape())?
+                    } else {
+                        c
+                    }
+                }
+                None => t,
             };
             outs.push(fresh);
         }
+        // The written buffers go back without other owners: drop the map's handles.
+        drop(values);
         Ok(outs)
     }
 }
@@ -298,12 +380,14 @@ fn value_of(
     })
 }
 
-/// Runs one compiled kernel on `args`, producing a fresh contiguous tensor of `shape`.
+/// Runs one compiled kernel on `args`, producing a contiguous tensor of `shape`: fresh, or in
+/// `reuse` (storage of the output's dtype and length, overwritten).
 pub(crate) fn run_kernel(
     kernel: &CpuKernel,
     args: &[Tensor],
     shape: &[usize],
     scratch_budget: usize,
+    reuse: Option<Storage>,
 ) -> Result<Tensor, RuntimeError> {
     let k = &kernel.kernel;
     if args.len() != k.inputs.len() {
@@ -339,7 +423,7 @@ pub(crate) fn run_kernel(
                     ))
                 }
             };
-            stencil::run(stages, &dtypes, args, shape, scratch_budget)
+            stencil::run(stages, &dtypes, args, shape, scratch_budget, reuse)
         }
         CpuBody::AlongAxis {
             axis,
@@ -352,7 +436,7 @@ pub(crate) fn run_kernel(
                 expected: 1,
                 got: 0,
             })?;
-            along::run(x, *axis, *scan, *fold, *combine, shape)
+            along::run(x, *axis, *scan, *fold, *combine, shape, reuse)
         }
     }
 }

@@ -206,6 +206,7 @@ pub(crate) fn run(
     inputs: &[Tensor],
     shape: &[usize],
     scratch_budget: usize,
+    reuse: Option<Storage>,
 ) -> Result<Tensor, RuntimeError> {
     validate(stages, dtypes, inputs, shape)?;
     let width = shape[shape.len() - 1];
@@ -274,7 +275,17 @@ pub(crate) fn run(
     };
     let out_dtype = dtypes[dtypes.len() - 1];
     let len = rows * width;
-    let mut buf = OutBuf::with_capacity(out_dtype, len);
+    let mut buf = match reuse {
+        None => OutBuf::with_capacity(out_dtype, len),
+        Some(s) if s.dtype() == out_dtype && s.len() == len => OutBuf::from_storage(s),
+        Some(s) => {
+            return Err(RuntimeError::Shape(format!(
+                "output buffer of {} {} elements for a {out_dtype} output of {len}",
+                s.len(),
+                s.dtype()
+            )))
+        }
+    };
     let out = OutPtr(buf.as_mut_ptr());
     let threads = rayon::current_num_threads().max(1);
     let block = rows.div_ceil(threads * 4).clamp(16, 1024);
@@ -315,6 +326,16 @@ impl OutBuf {
             DType::F64 => OutBuf::F64(Vec::with_capacity(len)),
             DType::U8 => OutBuf::U8(Vec::with_capacity(len)),
             DType::Bool => OutBuf::Bool(Vec::with_capacity(len)),
+        }
+    }
+
+    /// An existing storage's vector, to be overwritten (its length stays).
+    fn from_storage(s: Storage) -> OutBuf {
+        match s {
+            Storage::F32(v) => OutBuf::F32(v),
+            Storage::F64(v) => OutBuf::F64(v),
+            Storage::U8(v) => OutBuf::U8(v),
+            Storage::Bool(v) => OutBuf::Bool(v),
         }
     }
 
@@ -911,6 +932,7 @@ mod tests {
                         std::slice::from_ref(&t),
                         &[1, 1, h, w],
                         SCRATCH_BUDGET,
+                        None,
                     )
                     .unwrap();
                     if multi.is_some() && h >= 9 {
@@ -957,6 +979,7 @@ mod tests {
                                 std::slice::from_ref(&t),
                                 &[1, 1, h, w],
                                 budget,
+                                None,
                             )
                             .unwrap();
                             want = reference(&want, h, w, border);
@@ -994,8 +1017,24 @@ mod tests {
             func: sum3,
             rows: Some(sum3_rows),
         }];
-        let a = run(&one, &[DType::F32], &[t], &[1, 1, h, w], SCRATCH_BUDGET).unwrap();
-        let b = run(&one, &[DType::F32], &[tt], &[1, 1, h, w], SCRATCH_BUDGET).unwrap();
+        let a = run(
+            &one,
+            &[DType::F32],
+            &[t],
+            &[1, 1, h, w],
+            SCRATCH_BUDGET,
+            None,
+        )
+        .unwrap();
+        let b = run(
+            &one,
+            &[DType::F32],
+            &[tt],
+            &[1, 1, h, w],
+            SCRATCH_BUDGET,
+            None,
+        )
+        .unwrap();
         assert_eq!(crate::tensor::first_difference(&a, &b), None);
     }
 
@@ -1012,7 +1051,8 @@ mod tests {
             &[DType::F32],
             std::slice::from_ref(&t),
             &[1, 1, 2, 2],
-            SCRATCH_BUDGET
+            SCRATCH_BUDGET,
+            None
         )
         .is_err());
         let wrong_input = [CpuStage {
@@ -1025,7 +1065,8 @@ mod tests {
             &[DType::F32],
             std::slice::from_ref(&t),
             &[1, 1, 2, 2],
-            SCRATCH_BUDGET
+            SCRATCH_BUDGET,
+            None
         )
         .is_err());
         let wrong_shape = [CpuStage {
@@ -1038,7 +1079,8 @@ mod tests {
             &[DType::F32],
             &[t],
             &[1, 1, 2, 3],
-            SCRATCH_BUDGET
+            SCRATCH_BUDGET,
+            None
         )
         .is_err());
     }
