@@ -339,12 +339,7 @@ pub fn run_workload(w: &Workload, threads: usize, opts: &BenchOptions) -> (Bench
     };
     let input = match generate(w.dtype, &w.shape, w.seed) {
         Ok(t) => t,
-        Err(e) => {
-            return (
-                BenchRow::empty(w, threads, Status::Error(e.to_string())),
-                Vec::new(),
-            )
-        }
+        Err(e) => return failed(BenchRow::empty(w, threads, Status::Ok), e),
     };
     let mut row = BenchRow::empty(w, threads, Status::Ok);
     row.input_checksum = checksum(&input);
@@ -353,15 +348,7 @@ pub fn run_workload(w: &Workload, threads: usize, opts: &BenchOptions) -> (Bench
         .with_window_doubling(opts.window_doubling);
     let compiled = match engine.compile(&graph) {
         Ok(c) => c,
-        Err(e) => {
-            return (
-                BenchRow {
-                    status: Status::Error(e.to_string()),
-                    ..row
-                },
-                Vec::new(),
-            )
-        }
+        Err(e) => return failed(row, e),
     };
     row.compile_ms = compiled.compile_ms;
     row.kernels = compiled.kernel_count();
@@ -390,10 +377,7 @@ pub fn run_workload(w: &Workload, threads: usize, opts: &BenchOptions) -> (Bench
         }
         outputs = match run {
             Ok(o) => o,
-            Err(e) => {
-                let status = Status::Error(e.to_string());
-                return (BenchRow { status, ..row }, Vec::new());
-            }
+            Err(e) => return failed(row, e),
         };
         if let (true, Some(b), Some(a)) = (reset, before, after) {
             let extra = a.saturating_sub(b);
@@ -417,15 +401,7 @@ pub fn run_workload(w: &Workload, threads: usize, opts: &BenchOptions) -> (Bench
         Ok::<(), crate::RuntimeError>(())
     }) {
         Ok(s) => row.time = s,
-        Err(e) => {
-            return (
-                BenchRow {
-                    status: Status::Error(e.to_string()),
-                    ..row
-                },
-                Vec::new(),
-            )
-        }
+        Err(e) => return failed(row, e),
     }
     let mut bufs = last;
     match time_it(opts, || {
@@ -433,15 +409,7 @@ pub fn run_workload(w: &Workload, threads: usize, opts: &BenchOptions) -> (Bench
         Ok::<(), crate::RuntimeError>(())
     }) {
         Ok(s) => row.time_reused = s,
-        Err(e) => {
-            return (
-                BenchRow {
-                    status: Status::Error(e.to_string()),
-                    ..row
-                },
-                Vec::new(),
-            )
-        }
+        Err(e) => return failed(row, e),
     }
     outputs = bufs;
     row.output_checksum = outputs.first().map(checksum).unwrap_or(0);
@@ -449,6 +417,12 @@ pub fn run_workload(w: &Workload, threads: usize, opts: &BenchOptions) -> (Bench
     row.floor = fresh;
     row.floor_warm = warm;
     (row, outputs)
+}
+
+/// `row` marked as failed with `e`, and no outputs.
+fn failed(row: BenchRow, e: impl std::fmt::Display) -> (BenchRow, Vec<Tensor>) {
+    let status = Status::Error(e.to_string());
+    (BenchRow { status, ..row }, Vec::new())
 }
 
 /// The JSON form of a row (times in ms, sizes in bytes; see docs/BENCHMARKS.md).
