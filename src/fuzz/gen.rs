@@ -283,7 +283,7 @@ impl Gen<'_> {
             // A tall symmetric column along an outer axis: what `double_windows` rewrites
             // into a chain (for min/max under nearest, reflect and mirror).
             let mut size = vec![1; rank];
-            size[self.rng.index(rank - 1)] = *self.rng.pick(&[7usize, 9, 11, 13, 15]);
+            size[self.rng.index(rank - 1)] = *self.rng.pick(&[9usize, 11, 13, 15, 17]);
             return Footprint::scipy_box(&size, &vec![0; rank]);
         }
         let size: Vec<usize> = (0..rank)
