@@ -99,6 +99,27 @@ struct BlockPlan {
     order: Vec<Vec<usize>>,
 }
 
+/// Turns the `(row, chunk of a reader)` pairs recorded for one earlier stage into its needed
+/// rows (sorted, deduplicated), each row's first chunk of use and its last.
+fn settle(
+    mut reads: Vec<(usize, usize)>,
+    rows: &mut Vec<usize>,
+    first: &mut Vec<usize>,
+    until: &mut Vec<usize>,
+) {
+    reads.sort_unstable();
+    for (row, c) in reads {
+        if rows.last() == Some(&row) {
+            // Sorted by (row, chunk): the first entry had the earliest chunk.
+            *until.last_mut().expect("pushed with the row") = c;
+        } else {
+            rows.push(row);
+            first.push(c);
+            until.push(c);
+        }
+    }
+}
+
 /// Everything a block needs, shared read-only between threads.
 struct Job<'a> {
     stages: &'a [CpuStage],
@@ -473,31 +494,29 @@ impl Job<'_> {
             order: vec![Vec::new(); last],
         };
         let mut used_until: Vec<Vec<usize>> = vec![Vec::new(); last];
-        for j in (0..=last).rev() {
-            let (rows, chunks): (Vec<usize>, Vec<usize>) = if j == last {
-                (
-                    (r0..r1).collect(),
-                    (r0..r1).map(|r| (r - r0) / chunk).collect(),
-                )
-            } else {
-                let mut v = std::mem::take(&mut refs[j]);
-                v.sort_unstable();
-                for &(row, c) in &v {
-                    if plan.rows[j].last() == Some(&row) {
-                        // Sorted by (row, chunk): the first entry had the earliest chunk.
-                        *used_until[j].last_mut().expect("pushed with the row") = c;
-                    } else {
-                        plan.rows[j].push(row);
-                        plan.first[j].push(c);
-                        used_until[j].push(c);
-                    }
-                }
-                (plan.rows[j].clone(), plan.first[j].clone())
-            };
-            if j == 0 {
-                break;
+        // Backwards from the output rows: once every later stage has recorded the rows of
+        // stage `j` it reads, they are settled, and stage `j`'s own reads are recorded.
+        for j in (1..=last).rev() {
+            if j < last {
+                let reads = std::mem::take(&mut refs[j]);
+                settle(
+                    reads,
+                    &mut plan.rows[j],
+                    &mut plan.first[j],
+                    &mut used_until[j],
+                );
             }
-            for (&row, &c) in rows.iter().zip(&chunks) {
+            let n = if j == last {
+                r1 - r0
+            } else {
+                plan.rows[j].len()
+            };
+            for i in 0..n {
+                let (row, c) = if j == last {
+                    (r0 + i, i / chunk)
+                } else {
+                    (plan.rows[j][i], plan.first[j][i])
+                };
                 self.decode(row, &mut oc);
                 for slot in &self.stages[j].slots {
                     if let Target::Stage { stage, row } = self.resolve(&oc, slot) {
@@ -505,6 +524,15 @@ impl Job<'_> {
                     }
                 }
             }
+        }
+        if last > 0 {
+            let reads = std::mem::take(&mut refs[0]);
+            settle(
+                reads,
+                &mut plan.rows[0],
+                &mut plan.first[0],
+                &mut used_until[0],
+            );
         }
         let nchunks = (r1 - r0).div_ceil(chunk);
         for (k, until) in used_until.iter().enumerate() {
