@@ -136,6 +136,20 @@ pub struct Footprint {
 }
 
 impl Footprint {
+    /// Offsets `offsets` along `axis` of a `rank`-axis footprint (0 along the others), in
+    /// the given order.
+    pub fn along_axis(rank: usize, axis: usize, offsets: &[i64]) -> Footprint {
+        let offsets = offsets
+            .iter()
+            .map(|&o| {
+                let mut v = vec![0; rank];
+                v[axis] = o;
+                v
+            })
+            .collect();
+        Footprint { offsets }
+    }
+
     /// A full box of `size` per axis, centred like scipy: offsets `j - size/2 - origin`
     /// for `j in 0..size`, in row-major order.
     pub fn scipy_box(size: &[usize], origin: &[i64]) -> Footprint {

@@ -167,23 +167,13 @@ fn emit(
 /// the module docs); every other node is copied. Node ids change (the column networks are new
 /// nodes); outputs keep their order. `graph` must be valid.
 pub fn share_columns(graph: &Graph) -> Graph {
-    let mut b = GraphBuilder::new();
-    let mut map: Vec<NodeId> = Vec::with_capacity(graph.nodes.len());
-    for node in &graph.nodes {
-        let id = match &node.kind {
-            NodeKind::Network {
-                inputs,
-                width,
-                pairs,
-                output,
-            } => match plan(graph, inputs, *width, pairs, *output) {
-                Some(p) => emit(&mut b, &p, &map),
-                None => super::copy_node(&mut b, node, &map),
-            },
-            _ => super::copy_node(&mut b, node, &map),
-        };
-        map.push(id.expect("a node of a valid graph stays valid when rebuilt"));
-    }
-    let outputs: Vec<NodeId> = graph.outputs.iter().map(|o| map[o.index()]).collect();
-    b.finish(&outputs).expect("outputs exist")
+    super::rebuild(graph, |b, node, map| match &node.kind {
+        NodeKind::Network {
+            inputs,
+            width,
+            pairs,
+            output,
+        } => plan(graph, inputs, *width, pairs, *output).map(|p| emit(b, &p, map)),
+        _ => None,
+    })
 }

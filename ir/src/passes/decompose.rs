@@ -11,8 +11,7 @@
 
 use std::collections::BTreeSet;
 
-use crate::builder::GraphBuilder;
-use crate::graph::{Footprint, Graph, NodeId, NodeKind, ReduceOp};
+use crate::graph::{Footprint, Graph, NodeKind, ReduceOp};
 
 /// Smallest footprint (number of offsets) worth decomposing. Below it, the one-stage kernel
 /// that shares its loads with the rest of the group is faster than a two-stage kernel with
@@ -38,58 +37,42 @@ pub fn box_axes(fp: &Footprint) -> Option<Vec<Vec<i64>>> {
 /// Rewrites every decomposable window reduction of `graph` into a chain of one-axis windows,
 /// innermost axis first.
 pub fn decompose(graph: &Graph) -> Graph {
-    let mut b = GraphBuilder::new();
-    let mut map: Vec<NodeId> = Vec::with_capacity(graph.nodes.len());
-    for node in &graph.nodes {
-        let id = match &node.kind {
-            NodeKind::WindowReduce {
-                x,
-                op,
-                footprint,
-                border,
-            } if matches!(op, ReduceOp::Min | ReduceOp::Max)
-                && footprint.offsets.len() >= MIN_DECOMPOSE_SIZE =>
-            {
-                match box_axes(footprint).filter(|a| a.iter().filter(|s| s.len() > 1).count() >= 2)
-                {
-                    Some(axes) => {
-                        let mut cur = map[x.index()];
-                        let rank = axes.len();
-                        let mut result = Ok(cur);
-                        for ax in (0..rank).rev() {
-                            if axes[ax].len() == 1 && axes[ax][0] == 0 {
-                                continue;
-                            }
-                            let offsets = axes[ax]
-                                .iter()
-                                .map(|&o| {
-                                    let mut v = vec![0; rank];
-                                    v[ax] = o;
-                                    v
-                                })
-                                .collect();
-                            result = b.window_reduce(cur, *op, &Footprint { offsets }, *border);
-                            match result {
-                                Ok(id) => cur = id,
-                                Err(_) => break,
-                            }
-                        }
-                        result
-                    }
-                    None => super::copy_node(&mut b, node, &map),
-                }
-            }
-            _ => super::copy_node(&mut b, node, &map),
+    super::rebuild(graph, |b, node, map| {
+        let NodeKind::WindowReduce {
+            x,
+            op,
+            footprint,
+            border,
+        } = &node.kind
+        else {
+            return None;
         };
-        map.push(id.expect("a node of a valid graph stays valid when rebuilt"));
-    }
-    let outputs: Vec<NodeId> = graph.outputs.iter().map(|o| map[o.index()]).collect();
-    b.finish(&outputs).expect("outputs exist")
+        if !matches!(op, ReduceOp::Min | ReduceOp::Max)
+            || footprint.offsets.len() < MIN_DECOMPOSE_SIZE
+        {
+            return None;
+        }
+        let axes = box_axes(footprint).filter(|a| a.iter().filter(|s| s.len() > 1).count() >= 2)?;
+        let rank = axes.len();
+        let mut cur = map[x.index()];
+        for ax in (0..rank).rev() {
+            if axes[ax].len() == 1 && axes[ax][0] == 0 {
+                continue;
+            }
+            let fp = Footprint::along_axis(rank, ax, &axes[ax]);
+            cur = match b.window_reduce(cur, *op, &fp, *border) {
+                Ok(id) => id,
+                Err(e) => return Some(Err(e)),
+            };
+        }
+        Some(Ok(cur))
+    })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::builder::GraphBuilder;
     use crate::types::{Border, DType};
 
     #[test]

@@ -89,31 +89,20 @@ pub fn doubling_plan(r: i64) -> (i64, Vec<i64>) {
 
 /// Rewrites every eligible min/max window (see the module docs) into a doubling chain.
 pub fn double_windows(graph: &Graph) -> Graph {
-    let mut b = GraphBuilder::new();
-    let mut map: Vec<NodeId> = Vec::with_capacity(graph.nodes.len());
-    for node in &graph.nodes {
-        let id = match &node.kind {
-            NodeKind::WindowReduce {
-                x,
-                op: op @ (ReduceOp::Min | ReduceOp::Max),
-                footprint,
-                border:
-                    border @ (Border::Nearest | Border::Reflect | Border::Mirror | Border::Constant(_)),
-            } if footprint.offsets.len() >= MIN_DOUBLING_LEN => {
-                match outer_symmetric_window(footprint) {
-                    Some((axis, r)) => {
-                        let x = map[x.index()];
-                        chain(&mut b, x, *op, *border, footprint.rank(), axis, r)
-                    }
-                    None => super::copy_node(&mut b, node, &map),
-                }
-            }
-            _ => super::copy_node(&mut b, node, &map),
-        };
-        map.push(id.expect("a node of a valid graph stays valid when rebuilt"));
-    }
-    let outputs: Vec<NodeId> = graph.outputs.iter().map(|o| map[o.index()]).collect();
-    b.finish(&outputs).expect("outputs exist")
+    super::rebuild(graph, |b, node, map| match &node.kind {
+        NodeKind::WindowReduce {
+            x,
+            op: op @ (ReduceOp::Min | ReduceOp::Max),
+            footprint,
+            border:
+                border @ (Border::Nearest | Border::Reflect | Border::Mirror | Border::Constant(_)),
+        } if footprint.offsets.len() >= MIN_DOUBLING_LEN => {
+            let (axis, r) = outer_symmetric_window(footprint)?;
+            let x = map[x.index()];
+            Some(chain(b, x, *op, *border, footprint.rank(), axis, r))
+        }
+        _ => None,
+    })
 }
 
 /// Emits the doubling chain for a window of radius `r` along `axis` of `x` (plus, under a
@@ -127,16 +116,7 @@ fn chain(
     axis: usize,
     r: i64,
 ) -> Result<NodeId, crate::error::BuildError> {
-    let along = |offs: &[i64]| Footprint {
-        offsets: offs
-            .iter()
-            .map(|&o| {
-                let mut v = vec![0; rank];
-                v[axis] = o;
-                v
-            })
-            .collect(),
-    };
+    let along = |offs: &[i64]| Footprint::along_axis(rank, axis, offs);
     let (p, finals) = doubling_plan(r);
     let mut cur = x;
     let mut a = 1;

@@ -66,6 +66,28 @@ pub(crate) fn copy_node(
     }
 }
 
+/// Rebuilds `graph` node by node: `rewrite(builder, node, map)` adds a replacement for
+/// `node` (operands renumbered through `map`, old id → new id) and returns its id, or
+/// returns `None` to have the node copied as it is. Outputs keep their order. `graph` must
+/// be valid, and every replacement valid for it.
+pub(crate) fn rebuild(
+    graph: &Graph,
+    mut rewrite: impl FnMut(
+        &mut crate::builder::GraphBuilder,
+        &crate::graph::Node,
+        &[crate::graph::NodeId],
+    ) -> Option<Result<crate::graph::NodeId, crate::error::BuildError>>,
+) -> Graph {
+    let mut b = crate::builder::GraphBuilder::new();
+    let mut map = Vec::with_capacity(graph.nodes.len());
+    for node in &graph.nodes {
+        let id = rewrite(&mut b, node, &map).unwrap_or_else(|| copy_node(&mut b, node, &map));
+        map.push(id.expect("a node of a valid graph stays valid when rebuilt"));
+    }
+    let outputs: Vec<_> = graph.outputs.iter().map(|o| map[o.index()]).collect();
+    b.finish(&outputs).expect("outputs exist")
+}
+
 /// A graph pass: a new graph from an old one.
 type Pass = fn(&Graph) -> Graph;
 
