@@ -29,7 +29,7 @@
 use std::collections::{HashMap, HashSet};
 
 use kiln_ir::passes::{FusedGroup, GroupKind};
-use kiln_ir::{BinaryOp, Border, DType, Graph, NodeId, NodeKind, ReduceOp, Scalar};
+use kiln_ir::{BinaryOp, Border, DType, Graph, NodeId, NodeKind, ReduceOp, Scalar, UnaryOp};
 
 use crate::kernel::{Inst, Kernel, KernelBody, Op, Source, Stage, ValueId};
 use crate::CodegenError;
@@ -201,6 +201,68 @@ impl Program {
 
     fn dtype(&self, v: ValueId) -> DType {
         self.insts[v.0 as usize].dtype
+    }
+
+    /// The value `v` takes at a point where `offset` leaves the shape, when that follows from
+    /// its instructions alone: every load it reads is at `offset` under a constant border
+    /// (so it reads that constant) and every op is one of the few evaluated here (NaN and
+    /// finiteness tests and bool logic, the form of a NaN mask). `None` when unknown.
+    fn value_out_of_range(&self, v: ValueId, offset: &[i64]) -> Option<Scalar> {
+        let mut memo = HashMap::new();
+        self.out_of_range_memo(v, offset, &mut memo)
+    }
+
+    fn out_of_range_memo(
+        &self,
+        v: ValueId,
+        offset: &[i64],
+        memo: &mut HashMap<ValueId, Option<Scalar>>,
+    ) -> Option<Scalar> {
+        if let Some(&known) = memo.get(&v) {
+            return known;
+        }
+        let mut at = |x: ValueId| self.out_of_range_memo(x, offset, memo);
+        let value = match &self.insts[v.0 as usize].op {
+            Op::Const(s) => Some(*s),
+            Op::InRange(o) if o.as_slice() == offset => Some(Scalar::Bool(false)),
+            Op::Load {
+                offset: o,
+                border: Border::Constant(c),
+                ..
+            } if o.as_slice() == offset => Some(*c),
+            Op::Unary(op @ (UnaryOp::IsNan | UnaryOp::IsFinite), x) => match at(*x) {
+                Some(Scalar::F32(b)) => {
+                    Some((f32::from_bits(b).is_nan(), f32::from_bits(b).is_finite()))
+                }
+                Some(Scalar::F64(b)) => {
+                    Some((f64::from_bits(b).is_nan(), f64::from_bits(b).is_finite()))
+                }
+                _ => None,
+            }
+            .map(|(nan, finite)| Scalar::Bool(if *op == UnaryOp::IsNan { nan } else { finite })),
+            Op::Unary(UnaryOp::Not, x) => match at(*x) {
+                Some(Scalar::Bool(b)) => Some(Scalar::Bool(!b)),
+                _ => None,
+            },
+            Op::Binary(op @ (BinaryOp::And | BinaryOp::Or), a, b) => match (at(*a), at(*b)) {
+                (Some(Scalar::Bool(a)), Some(Scalar::Bool(b))) => {
+                    Some(Scalar::Bool(if *op == BinaryOp::And {
+                        a && b
+                    } else {
+                        a || b
+                    }))
+                }
+                _ => None,
+            },
+            Op::Select(c, a, e) => match at(*c) {
+                Some(Scalar::Bool(true)) => at(*a),
+                Some(Scalar::Bool(false)) => at(*e),
+                _ => None,
+            },
+            _ => None,
+        };
+        memo.insert(v, value);
+        value
     }
 
     fn konst(&mut self, s: Scalar) -> ValueId {
@@ -519,6 +581,11 @@ impl StageBuilder<'_> {
                     if s == c {
                         return v;
                     }
+                }
+                // Out of range every load of `v` at `offset` reads its border constant; when
+                // `v` then evaluates to `c` the select would change nothing.
+                if self.prog.value_out_of_range(v, offset) == Some(c) {
+                    return v;
                 }
                 let cond = self.prog.emit(Op::InRange(offset.to_vec()), DType::Bool);
                 let cv = self.prog.konst(c);

@@ -510,3 +510,47 @@ fn oversized_stages_are_refused() {
     let p = kiln_ir::passes::fuse(&g);
     assert!(kiln_codegen::lower::lower(&g, &p.groups[0]).is_ok());
 }
+
+/// `window any(not(is_finite(x)))` under `constant(false)`: out of range the leaf load
+/// reads its constant `0.0`, which is finite, so the shifted tree is already `false` there and
+/// needs no `select(in_range, ..)`. Under `constant(true)` (or for `is_finite` itself) the
+/// tree's value out of range differs from the border constant and every shifted read keeps
+/// its select.
+#[test]
+fn shifted_nan_mask_needs_no_range_select_when_its_border_value_agrees() {
+    let cases: [(bool, bool, usize); 3] = [
+        // (negate is_finite, border constant, expected in_range tests)
+        (true, false, 0),
+        (true, true, 8),
+        (false, false, 8),
+    ];
+    for (negate, border_value, want) in cases {
+        let mut b = GraphBuilder::new();
+        let x = b.input(DType::F32, &[1, 1, 6, 6]).unwrap();
+        let fin = b.unary(UnaryOp::IsFinite, x).unwrap();
+        let leaf = if negate {
+            b.unary(UnaryOp::Not, fin).unwrap()
+        } else {
+            fin
+        };
+        let fp = Footprint {
+            offsets: (-1..=1)
+                .flat_map(|dy| (-1..=1).map(move |dx| vec![dy, dx]))
+                .collect(),
+        };
+        let w = b
+            .window_reduce(
+                leaf,
+                ReduceOp::Any,
+                &fp,
+                Border::Constant(Scalar::Bool(border_value)),
+            )
+            .unwrap();
+        let g = b.finish(&[w]).unwrap();
+        let k = lower(&g, &stencil(w, vec![x], vec![w], all_members(&g, 1))).unwrap();
+        let st = &stages_of(&k.body)[0];
+        check_well_formed(st);
+        let tests = count(st, |o| matches!(o, Op::InRange(_)));
+        assert_eq!(tests, want, "negate={negate} border={border_value}: {st:?}");
+    }
+}

@@ -166,3 +166,38 @@ fn stage_results_are_raw_only_for_nan_safe_readers() {
     });
     assert!(!check(&g, "select of min").contains(STORED_RAW));
 }
+
+/// NaN masks read through a constant border (`window any(not(is_finite(x)))`, kornia's
+/// median guard): the lowering drops `select(in_range, ..)` where the shifted tree already
+/// equals the border constant out of range, and keeps it where it does not. Both must give
+/// eager's bits along every edge, and the median guarded by the mask too.
+#[test]
+fn nan_masks_through_constant_borders_match_eager() {
+    let boxed = Footprint::scipy_box(&[3, 3], &[0, 0]);
+    for border_value in [false, true] {
+        for test in [UnaryOp::IsFinite, UnaryOp::IsNan] {
+            for negate in [false, true] {
+                let g = graph(|b, x, y| {
+                    let t = b.unary(test, x).unwrap();
+                    let t = if negate {
+                        b.unary(UnaryOp::Not, t).unwrap()
+                    } else {
+                        t
+                    };
+                    let border = Border::Constant(kiln_ir::Scalar::Bool(border_value));
+                    let any = b.window_reduce(t, ReduceOp::Any, &boxed, border).unwrap();
+                    let all = b.window_reduce(t, ReduceOp::All, &boxed, border).unwrap();
+                    let both = b.binary(BinaryOp::Ne, any, all).unwrap();
+                    // A guarded min window, as in the median: the select reads the mask.
+                    let zero = Border::Constant(kiln_ir::Scalar::F32(0));
+                    let m = b.window_reduce(y, ReduceOp::Min, &boxed, zero).unwrap();
+                    let nan = b
+                        .constant_like(kiln_ir::Scalar::F32(CANONICAL_NAN_F32), m)
+                        .unwrap();
+                    b.select(both, nan, m).unwrap()
+                });
+                check(&g, &format!("{test:?} not={negate} border={border_value}"));
+            }
+        }
+    }
+}

@@ -45,10 +45,8 @@ fn covered(stage: &Stage) -> Vec<Option<BTreeSet<u32>>> {
     let get = |cov: &[Option<BTreeSet<u32>>], v: u32| -> BTreeSet<u32> {
         cov.get(v as usize).cloned().flatten().unwrap_or_default()
     };
-    // Under `in_range(o)`, a NaN test of a load `l` at offset `o` (any border: in range it
-    // reads the element at `o`) covers every load `l2` of the same source at `o` under a
-    // constant border whose constant is not NaN: `l2` is NaN only in range, where it reads
-    // the same element as `l`.
+    // The loads under a non-NaN constant border, by source and offset: a NaN test of any
+    // load at that place covers them all (see `same_element`).
     let mut at: HashMap<(Source, &[i64]), Vec<u32>> = HashMap::new();
     for (i, inst) in insts.iter().enumerate() {
         if let Op::Load {
@@ -77,14 +75,25 @@ fn covered(stage: &Stage) -> Vec<Option<BTreeSet<u32>>> {
         }
         v
     };
+    // A NaN test of a load `l` covers `l` and, even without `in_range`, every load of the
+    // same source at the same offset under a non-NaN constant border: such a load is NaN
+    // only in range, where it reads the very element `l` reads (every border reads the
+    // element itself in range).
+    let same_element = |l: u32| -> BTreeSet<u32> {
+        let mut s: BTreeSet<u32> = [l].into();
+        if let Some(Op::Load { offset, .. }) = insts.get(l as usize).map(|i| &i.op) {
+            s.extend(in_range_implied(&s.clone(), offset));
+        }
+        s
+    };
     for (i, inst) in insts.iter().enumerate() {
         if inst.dtype != DType::Bool {
             continue;
         }
         let set: BTreeSet<u32> = match &inst.op {
-            Op::Unary(UnaryOp::IsNan, l) => [l.0].into(),
+            Op::Unary(UnaryOp::IsNan, l) => same_element(l.0),
             Op::Unary(UnaryOp::Not, f) => match insts.get(f.0 as usize).map(|x| &x.op) {
-                Some(Op::Unary(UnaryOp::IsFinite, l)) => [l.0].into(),
+                Some(Op::Unary(UnaryOp::IsFinite, l)) => same_element(l.0),
                 _ => continue,
             },
             Op::Binary(BinaryOp::Or | BinaryOp::Max, a, b) => {
