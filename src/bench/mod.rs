@@ -243,6 +243,8 @@ pub struct BenchOptions {
     pub compile: kiln_codegen::CompileOptions,
     /// Run the `double_windows` pass (off only for A/B runs).
     pub window_doubling: bool,
+    /// Scratch bytes per chunk of a multi-stage block; the engine's default when `None`.
+    pub scratch_budget: Option<usize>,
 }
 
 impl Default for BenchOptions {
@@ -253,6 +255,7 @@ impl Default for BenchOptions {
             max_reps: 10_000,
             compile: kiln_codegen::CompileOptions::default(),
             window_doubling: true,
+            scratch_budget: None,
         }
     }
 }
@@ -346,6 +349,13 @@ pub fn run_workload(w: &Workload, threads: usize, opts: &BenchOptions) -> (Bench
     let engine = Engine::with_options(opts.compile.clone())
         .with_threads(threads)
         .with_window_doubling(opts.window_doubling);
+    let engine = match std::env::var("KILN_XBUDGET")
+        .ok()
+        .and_then(|v| v.parse().ok())
+    {
+        Some(b) => engine.with_scratch_budget(b),
+        None => engine,
+    };
     let compiled = match engine.compile(&graph) {
         Ok(c) => c,
         Err(e) => return failed(row, e),

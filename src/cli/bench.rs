@@ -55,6 +55,10 @@ pub struct BenchArgs {
     /// alternating, and print the two medians and their ratio.
     #[arg(long, conflicts_with_all = ["no_window_doubling", "ab_column_sharing", "json"])]
     ab_window_doubling: bool,
+    /// Scratch bytes per chunk of a multi-stage block (default: the engine's
+    /// `SCRATCH_BUDGET`), for experiments on the chunk size.
+    #[arg(long)]
+    scratch_budget: Option<usize>,
 }
 
 /// The workloads selected by `--ops` and `--sizes`.
@@ -170,6 +174,7 @@ pub fn run(a: BenchArgs) -> Result<ExitCode, CliError> {
             ..Default::default()
         },
         window_doubling: !a.no_window_doubling,
+        scratch_budget: a.scratch_budget,
         ..BenchOptions::default()
     };
     if a.ab_column_sharing {

@@ -190,7 +190,9 @@ impl Em<'_, '_> {
     }
 
     /// `c ? a : b` on register values (`c` a bool value).
-    pub(crate) fn sel(&mut self, c: Value, a: Value, b: Value) -> Value {
+    /// `c ? a : b` in the operands' own type, the form Cranelift matches to one `minps` or
+    /// `maxps` when `c` compares `a` with `b` (a tree pick, see [`Em::compare_tree`]).
+    fn pick_sel(&mut self, c: Value, a: Value, b: Value) -> Value {
         if self.vec {
             let ty = self.b.func.dfg.value_type(a);
             let c = if ty == types::I32X4 {
@@ -199,6 +201,26 @@ impl Em<'_, '_> {
                 self.b.ins().bitcast(ty, MemFlagsData::new(), c)
             };
             self.b.ins().bitselect(c, a, b)
+        } else {
+            self.b.ins().select(c, a, b)
+        }
+    }
+
+    /// `c ? a : b` per lane (`c` a lane mask on vectors).
+    pub(crate) fn sel(&mut self, c: Value, a: Value, b: Value) -> Value {
+        if self.vec {
+            // Select in the mask's own type: Cranelift lowers a `bitselect` whose mask is a
+            // lane compare to one blend, but only when it sees the compare (no bitcast in
+            // between); a bitcast of the operands costs nothing.
+            let ty = self.b.func.dfg.value_type(a);
+            let cty = self.b.func.dfg.value_type(c);
+            if ty == cty {
+                return self.b.ins().bitselect(c, a, b);
+            }
+            let a = self.b.ins().bitcast(cty, MemFlagsData::new(), a);
+            let b = self.b.ins().bitcast(cty, MemFlagsData::new(), b);
+            let r = self.b.ins().bitselect(c, a, b);
+            self.b.ins().bitcast(ty, MemFlagsData::new(), r)
         } else {
             self.b.ins().select(c, a, b)
         }
@@ -407,7 +429,7 @@ impl Em<'_, '_> {
             } else {
                 self.b.ins().fcmp(FloatCC::LessThan, x, y)
             };
-            self.sel(c, x, y)
+            self.pick_sel(c, x, y)
         };
         let m1 = pick(pa, pb);
         let m2 = pick(pb, pa);
