@@ -43,22 +43,25 @@ pub(crate) struct Val {
 }
 
 /// A float min or max over a tree of operands, computed with compares instead of order
-/// keys. Every step picks in both operand orders and combines the two picks' bits:
-/// `m = (a < b ? a : b) | (b < a ? b : a)` for a min (two `minps` and a `por`), and
-/// `m = (a > b ? a : b) & (b > a ? b : a)` for a max (two `maxps` and a `pand`). Where the
-/// operands differ both picks agree. For -0 and +0 the picks are one of each, and the OR
-/// gives -0 (kiln's min), the AND +0 (kiln's max). So `m` is exact at every step for
-/// operands without NaN.
+/// keys. Every min step picks in both operand orders and ORs the two picks' bits:
+/// `m = (a < b ? a : b) | (b < a ? b : a)` (two `minps` and a `por`). Where the operands
+/// differ both picks agree; for -0 and +0 the picks are one of each and the OR gives -0,
+/// kiln's min. So `m` is exact at every step for operands without NaN.
 ///
-/// NaN: when either operand is NaN one of the picks is that NaN. For a min the OR keeps the
+/// A max tree is the same min tree over negated operands, `max(a, b) = -min(-a, -b)`
+/// (exact: negation only flips the sign bit, and `-min(+0, -0) = +0` is kiln's max of the
+/// zeros): its `m` holds the *negated* maximum, each leaf costs one sign flip and the
+/// plain value one more.
+///
+/// NaN: when either operand is NaN one of the picks is that NaN, and the OR keeps the
 /// exponent all ones and the mantissa non-zero, so `m` itself is a NaN (any payload) and no
-/// mask is kept. For a max the AND may not be a NaN, so the value's NaN mask carries it,
-/// as in key form. The plain value then only needs the canonical NaN.
+/// mask is kept. The plain value then only needs the canonical NaN.
 #[derive(Clone, Copy, Debug)]
 struct Tree {
-    /// A max tree (`false`: a min tree).
+    /// A max tree, `m` negated (`false`: a min tree).
     max: bool,
-    /// The tree's value so far (`F32`/`F32X4`/`F64`): exact, except NaN as above.
+    /// The tree's value so far, negated for a max (`F32`/`F32X4`/`F64`): exact, except
+    /// NaN as above.
     m: Value,
 }
 
@@ -135,6 +138,25 @@ impl Em<'_, '_> {
         } else {
             self.b.ins().iconst(ty, v)
         }
+    }
+
+    /// `-v` for a float value (its sign bit flipped), as an integer XOR with a constant:
+    /// Cranelift's vector `fneg` rebuilds the sign mask at every use (three instructions).
+    fn flip_sign(&mut self, d: DType, v: Value) -> Value {
+        if !self.vec {
+            return self.b.ins().fneg(v);
+        }
+        let kt = self.key_ty(d);
+        let sign = if d == DType::F64 {
+            i64::MIN
+        } else {
+            i32::MIN as i64
+        };
+        let bits = self.b.ins().bitcast(kt, MemFlagsData::new(), v);
+        let m = self.int_splat(kt, sign);
+        let r = self.b.ins().bxor(bits, m);
+        let t = self.ty(d);
+        self.b.ins().bitcast(t, MemFlagsData::new(), r)
     }
 
     fn float_const(&mut self, d: DType, bits: u64) -> Value {
@@ -257,7 +279,7 @@ impl Em<'_, '_> {
         }
         let d = v.dtype;
         if let Some(t) = v.tree {
-            let p = self.tree_plain(d, t, v.nan);
+            let p = self.tree_plain(d, t);
             v.plain = Some(p);
             return p;
         }
@@ -292,10 +314,16 @@ impl Em<'_, '_> {
     }
 
     /// The value a stage stores as its result: the plain form, except that with `raw` (see
-    /// `rowfn::raw_result`) a min tree's value is stored as is, its NaN not canonicalised.
+    /// `rowfn::raw_result`) a min/max tree's value is stored with its NaN not canonicalised.
     pub(crate) fn result_value(&mut self, v: &mut Val, raw: bool) -> Value {
         match v.tree {
-            Some(t) if raw && !t.max && v.plain.is_none() => t.m,
+            Some(t) if raw && v.plain.is_none() => {
+                if t.max {
+                    self.flip_sign(v.dtype, t.m)
+                } else {
+                    t.m
+                }
+            }
             _ => self.plain(v),
         }
     }
@@ -327,9 +355,10 @@ impl Em<'_, '_> {
         if let Some(n) = v.nan {
             return n;
         }
+        // A tree's value (negated or not) is a NaN exactly where the plain value is.
         let p = match v.tree {
-            Some(t) if !t.max => t.m,
-            _ => self.plain(v),
+            Some(t) => t.m,
+            None => self.plain(v),
         };
         let n = self.b.ins().fcmp(FloatCC::Unordered, p, p);
         v.nan = Some(n);
@@ -385,6 +414,10 @@ impl Em<'_, '_> {
             };
             return Val::plain(d, r);
         }
+        if tree {
+            // Both kinds of tree carry NaN in the value (see [`Tree`]): no mask.
+            return self.compare_tree(max, a, b);
+        }
         let n = if !masked {
             None
         } else if self.fault == Some(Fault::DropNanMask) {
@@ -394,9 +427,6 @@ impl Em<'_, '_> {
         } else {
             Some(self.nan_either(a, b))
         };
-        if tree {
-            return self.compare_tree(max, a, b, n);
-        }
         let ka = self.key(a);
         let kb = self.key(b);
         let k = if max {
@@ -414,36 +444,27 @@ impl Em<'_, '_> {
         }
     }
 
-    /// A min/max tree step (see [`Tree`]). `n` is the NaN mask of a max step (unused for a
-    /// min, whose value carries NaN itself). Under the planted [`Fault::DropNanMask`] a min
-    /// keeps only its first pick, which loses a NaN (and -0) in the first operand.
-    fn compare_tree(&mut self, max: bool, a: &mut Val, b: &mut Val, n: Option<Value>) -> Val {
+    /// A min/max tree step (see [`Tree`]): a min of the operands' tree values. Under the
+    /// planted [`Fault::DropNanMask`] it keeps only its first pick, which loses a NaN (and
+    /// -0) in the first operand.
+    fn compare_tree(&mut self, max: bool, a: &mut Val, b: &mut Val) -> Val {
         let d = a.dtype;
         let pa = self.tree_value(max, a);
         let pb = self.tree_value(max, b);
-        // `x < y ? x : y` and `y < x ? x : y`: the forms Cranelift lowers to one `minps` and
-        // one `maxps`.
+        // `x < y ? x : y`: the form Cranelift lowers to one `minps`.
         let mut pick = |x: Value, y: Value| {
-            let c = if max {
-                self.b.ins().fcmp(FloatCC::LessThan, y, x)
-            } else {
-                self.b.ins().fcmp(FloatCC::LessThan, x, y)
-            };
+            let c = self.b.ins().fcmp(FloatCC::LessThan, x, y);
             self.pick_sel(c, x, y)
         };
         let m1 = pick(pa, pb);
         let m2 = pick(pb, pa);
-        let m = if !max && self.fault == Some(Fault::DropNanMask) {
+        let m = if self.fault == Some(Fault::DropNanMask) {
             m1
         } else {
             let kt = self.key_ty(d);
             let b1 = self.b.ins().bitcast(kt, MemFlagsData::new(), m1);
             let b2 = self.b.ins().bitcast(kt, MemFlagsData::new(), m2);
-            let bits = if max {
-                self.b.ins().band(b1, b2)
-            } else {
-                self.b.ins().bor(b1, b2)
-            };
+            let bits = self.b.ins().bor(b1, b2);
             let ft = self.ty(d);
             self.b.ins().bitcast(ft, MemFlagsData::new(), bits)
         };
@@ -451,17 +472,25 @@ impl Em<'_, '_> {
             dtype: d,
             plain: None,
             key: None,
-            nan: if max { n } else { None },
+            nan: None,
             fin: None,
             tree: Some(Tree { max, m }),
         }
     }
 
-    /// A min/max tree operand: the value of a tree of the same kind, else the plain value.
+    /// A min/max tree operand: the value of a tree of the same kind, else the plain value
+    /// (negated for a max tree).
     fn tree_value(&mut self, max: bool, v: &mut Val) -> Value {
         match v.tree {
             Some(t) if t.max == max => t.m,
-            _ => self.plain(v),
+            _ => {
+                let p = self.plain(v);
+                if max {
+                    self.flip_sign(v.dtype, p)
+                } else {
+                    p
+                }
+            }
         }
     }
 
@@ -478,19 +507,13 @@ impl Em<'_, '_> {
         self.b.ins().bor(na, nb)
     }
 
-    /// The plain value of a min/max tree: its value with a NaN made canonical (for a min,
-    /// wherever the value is a NaN; for a max, where the mask `nan`, when present, is set).
-    fn tree_plain(&mut self, d: DType, t: Tree, nan: Option<Value>) -> Value {
-        let n = if t.max {
-            match nan {
-                Some(n) => n,
-                None => return t.m,
-            }
-        } else {
-            self.b.ins().fcmp(FloatCC::Unordered, t.m, t.m)
-        };
+    /// The plain value of a min/max tree: its value (negated back for a max) with a NaN
+    /// made canonical.
+    fn tree_plain(&mut self, d: DType, t: Tree) -> Value {
+        let v = if t.max { self.flip_sign(d, t.m) } else { t.m };
+        let n = self.b.ins().fcmp(FloatCC::Unordered, t.m, t.m);
         let c = self.float_const(d, Self::canon_bits(d));
-        self.sel(n, c, t.m)
+        self.sel(n, c, v)
     }
 
     /// Lanes `k..k+4` of the eight lanes `lo ++ hi` (vector mode, `1 <= k <= 3`): one
@@ -582,7 +605,7 @@ impl Em<'_, '_> {
         let p = self.plain(x);
         let r = match (op, d) {
             (UnaryOp::Neg, DType::F32 | DType::F64) => {
-                let r = self.b.ins().fneg(p);
+                let r = self.flip_sign(d, p);
                 Val::plain(d, self.canon(d, r))
             }
             (UnaryOp::Neg, DType::U8) => Val::plain(d, self.b.ins().ineg(p)),
