@@ -25,6 +25,11 @@ pub struct CompileOptions {
     /// shuffles of shift-equivalent values, see `cpu::shift`); for A/B measurements and
     /// tests. The output is the same bits either way.
     pub no_column_sharing: bool,
+    /// Most CLIF instructions one step of a shared vector loop may have (stage size times
+    /// output vectors per step); `None`: [`cpu::STEP_CODE_BUDGET`]. Bigger budgets allow
+    /// bigger steps, which run faster and compile slower (the runtime's tiered compile
+    /// uses a bigger one in the background). The output is the same bits either way.
+    pub step_code_budget: Option<usize>,
 }
 
 /// Errors from lowering or code generation.

@@ -119,7 +119,7 @@ fn line(r: &BenchRow) -> String {
                 .peak_extra_bytes
                 .map_or("?".to_string(), |b| format!("{:.1}", mib(b as usize)));
             format!(
-                "{head} {:>9.3} {:>8.3} {:>5} {:>9.3} {:>9.3} {:>6.2}x {:>9.3} {:>7.2}x {:>8.2} {:>7} {:>8.1} {:>8}",
+                "{head} {:>9.3} {:>8.3} {:>5} {:>9.3} {:>9.3} {:>6.2}x {:>9.3} {:>7.2}x {:>11} {:>7} {:>8.1} {:>8}",
                 r.time.median,
                 r.time.iqr(),
                 r.time.reps,
@@ -128,7 +128,10 @@ fn line(r: &BenchRow) -> String {
                 r.floor_ratio(),
                 r.time_reused.median,
                 r.time_reused.median / r.floor_warm.median,
-                r.compile_ms,
+                match r.upgrade_compile_ms {
+                    Some(up) => format!("{:.2}+{up:.1}", r.compile_ms),
+                    None => format!("{:.2}", r.compile_ms),
+                },
                 r.kernels,
                 mib(r.in_bytes + r.out_bytes),
                 peak
@@ -197,7 +200,7 @@ pub fn run(a: BenchArgs) -> Result<ExitCode, CliError> {
     let quiet = a.json.as_deref() == Some(std::path::Path::new("-"));
     if !quiet {
         println!(
-            "{:<22} {:<15} {:>3} {:>9} {:>8} {:>5} {:>9} {:>9} {:>7} {:>9} {:>8} {:>8} {:>7} {:>8} {:>8}",
+            "{:<22} {:<15} {:>3} {:>9} {:>8} {:>5} {:>9} {:>9} {:>7} {:>9} {:>8} {:>11} {:>7} {:>8} {:>8}",
             "workload",
             "shape",
             "thr",
@@ -247,7 +250,9 @@ pub fn run(a: BenchArgs) -> Result<ExitCode, CliError> {
             "median/iqr: fused run (fresh output each call); floor: parallel copy of the input \
              bytes into a fresh output-sized buffer (floor*: into a reused one), same threads; \
              /floor = median / floor; kiln*: fused run into the previous call's outputs \
-             (run_into), /floor* = kiln* / floor*; compile: ms, fresh engine; peak+: peak RSS \
+             (run_into), /floor* = kiln* / floor*; compile: ms, fresh engine, until the kernels run \
+             (+ ms of the background compile with bigger vector steps, for tiered kernels, \
+             timed after it landed); peak+: peak RSS \
              above the level before the first run (MiB)"
         );
     }

@@ -13,6 +13,8 @@ mod jit;
 mod nanguard;
 mod rowfn;
 mod shift;
+
+pub use shift::STEP_CODE_BUDGET;
 mod values;
 
 use std::fmt::Write as _;
@@ -147,6 +149,9 @@ pub struct CpuKernel {
     /// Stages whose vector interior shares work between neighbouring columns (see
     /// `shift`).
     pub shared_column_stages: usize,
+    /// Some stage took smaller vector-loop steps than it would have under a bigger
+    /// [`crate::CompileOptions::step_code_budget`].
+    pub step_capped: bool,
     /// What each stage's row function does (for [`CpuKernel::describe`]).
     notes: Vec<String>,
     /// The JIT module that owns the code (freed on drop).
@@ -190,12 +195,21 @@ pub fn compile(kernel: &Kernel, options: &CompileOptions) -> Result<CpuKernel, C
     let fault = options.fault;
     let mut notes = Vec::new();
     let mut shared = 0;
+    let mut step_capped = false;
     let mut modules = Vec::new();
     let body = match &kernel.body {
         KernelBody::Stencil { stages } => {
             rowfn::validate(kernel)?;
             let plans = (0..stages.len())
-                .map(|i| rowfn::plan_stage(kernel, i, fault, !options.no_column_sharing))
+                .map(|i| {
+                    rowfn::plan_stage(
+                        kernel,
+                        i,
+                        fault,
+                        !options.no_column_sharing,
+                        options.step_code_budget.unwrap_or(shift::STEP_CODE_BUDGET),
+                    )
+                })
                 .collect::<Result<Vec<_>, _>>()?;
             // Border columns of big stages first, in a module of their own compiled for
             // compile speed; the row functions call them by address.
@@ -288,6 +302,7 @@ pub fn compile(kernel: &Kernel, options: &CompileOptions) -> Result<CpuKernel, C
             let mut out = Vec::with_capacity(stages.len());
             for ((i, stage), plan) in stages.iter().enumerate().zip(plans) {
                 shared += usize::from(plan.shares_columns());
+                step_capped |= plan.step_capped();
                 let mut note = plan.describe(i, stage);
                 if borders[i].is_some() {
                     note.push_str("; border columns in a separate fast-compiling function");
@@ -343,6 +358,7 @@ pub fn compile(kernel: &Kernel, options: &CompileOptions) -> Result<CpuKernel, C
         body,
         compile_ms: t0.elapsed().as_secs_f64() * 1e3,
         shared_column_stages: shared,
+        step_capped,
         notes,
         _code: jit::CodeOwner::new(modules),
     })

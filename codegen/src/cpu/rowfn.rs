@@ -208,6 +208,11 @@ impl StagePlan {
         self.shift.is_some()
     }
 
+    /// Whether a bigger code budget would have given the shared vector loop bigger steps.
+    pub(crate) fn step_capped(&self) -> bool {
+        self.shift.as_ref().is_some_and(|s| s.capped)
+    }
+
     /// One line for [`super::CpuKernel::describe`].
     pub(crate) fn describe(&self, i: usize, stage: &Stage) -> String {
         let slots: Vec<String> = self
@@ -272,6 +277,7 @@ pub(crate) fn plan_stage(
     si: usize,
     fault: Option<Fault>,
     share_columns: bool,
+    step_budget: usize,
 ) -> Result<StagePlan, CodegenError> {
     let KernelBody::Stencil { stages } = &kernel.body else {
         return Err(bad("not a stencil kernel"));
@@ -368,7 +374,7 @@ pub(crate) fn plan_stage(
         let flags: Vec<[bool; 4]> = (0..stage.insts.len())
             .map(|i| [unmasked[i], tree[i], swapped[i], raw_nan[i]])
             .collect();
-        super::shift::plan(stage, &flags)
+        super::shift::plan(stage, &flags, step_budget)
     } else {
         None
     };

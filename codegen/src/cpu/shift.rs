@@ -26,8 +26,9 @@ use crate::kernel::{Op, Source, Stage};
 const STEP_CHOICES: [usize; 3] = [2, 4, 8];
 
 /// Most instructions (stage size times output vectors per step) a step's code may have,
-/// beyond the smallest step (Cranelift's compile time grows with function size).
-const STEP_CODE_BUDGET: usize = 700;
+/// beyond the smallest step (Cranelift's compile time grows with function size). The
+/// default of [`crate::CompileOptions::step_code_budget`].
+pub const STEP_CODE_BUDGET: usize = 700;
 
 /// Steps of this many vectors keep the one-vector loop for leftover columns (smaller steps
 /// are taken by big stages, whose leftover columns run scalar, for compile time).
@@ -89,6 +90,8 @@ pub(crate) struct ShiftPlan {
     pub(crate) derived: usize,
     /// Output vectors per step (one of [`STEP_CHOICES`]).
     pub(crate) blocks: usize,
+    /// A bigger step was left out only because of the code budget.
+    pub(crate) capped: bool,
 }
 
 /// The folding of the vector body's `fold_known` on bools known at code-generation time:
@@ -119,7 +122,7 @@ fn fold(op: &Op, known: &[Option<bool>]) -> Option<(Option<usize>, Option<bool>)
 /// Finds the shift classes of a vectorised stage. `flags[i]` are the per-instruction
 /// code-generation choices that must agree within a class. `None` when nothing would be
 /// shared.
-pub(crate) fn plan(stage: &Stage, flags: &[[bool; 4]]) -> Option<ShiftPlan> {
+pub(crate) fn plan(stage: &Stage, flags: &[[bool; 4]], budget: usize) -> Option<ShiftPlan> {
     let n = stage.insts.len();
     let mut classes: HashMap<Key, u32> = HashMap::new();
     // Per instruction: class and shift (`None`: column-independent).
@@ -234,8 +237,10 @@ pub(crate) fn plan(stage: &Stage, flags: &[[bool; 4]]) -> Option<ShiftPlan> {
     // (a bigger step amortises the extra vectors its shuffles need, but multiplies the
     // code Cranelift compiles); a bigger step must save at least 5% to be taken.
     let mut best: Option<(f64, Steps)> = None;
+    let mut capped = false;
     for blocks in STEP_CHOICES {
-        if blocks * n > STEP_CODE_BUDGET && blocks > STEP_CHOICES[0] {
+        if blocks * n > budget && blocks > STEP_CHOICES[0] {
+            capped = true;
             continue;
         }
         let Some(steps) = steps(stage, &derive, blocks) else {
@@ -263,6 +268,7 @@ pub(crate) fn plan(stage: &Stage, flags: &[[bool; 4]]) -> Option<ShiftPlan> {
         read_hi,
         derived,
         blocks,
+        capped,
     })
 }
 

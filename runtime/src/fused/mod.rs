@@ -12,11 +12,13 @@
 
 mod along;
 mod stencil;
+mod tiers;
 pub use stencil::SCRATCH_BUDGET;
+pub use tiers::{Upgrade, UPGRADE_STEP_BUDGET};
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use kiln_codegen::cpu::{self, CpuBody, CpuKernel};
 use kiln_codegen::lower::lower;
@@ -39,19 +41,25 @@ pub struct EngineStats {
     pub compile_ms: f64,
     /// Compiled kernels with at least one stage sharing work between neighbouring columns.
     pub kernels_sharing_columns: usize,
+    /// Background compiles started with a bigger step budget (see [`Upgrade`]).
+    pub upgrades_started: usize,
 }
 
 type CacheKey = (Kernel, CompileOptions);
+
+/// A cached kernel: its first compile and, when tiered, the background one.
+type Tiers = (Arc<CpuKernel>, Option<Arc<Upgrade>>);
 
 /// Compiles and runs graphs with fused kernels. Cheap to share between threads; compiled
 /// kernels are cached for the engine's lifetime.
 pub struct Engine {
     options: CompileOptions,
-    cache: Mutex<HashMap<CacheKey, Arc<CpuKernel>>>,
+    cache: Mutex<HashMap<CacheKey, Tiers>>,
     stats: Mutex<EngineStats>,
     pool: Option<rayon::ThreadPool>,
     scratch_budget: usize,
     window_doubling: bool,
+    tiering: bool,
 }
 
 impl Default for Engine {
@@ -81,6 +89,7 @@ impl Engine {
             pool: None,
             scratch_budget: stencil::SCRATCH_BUDGET,
             window_doubling: true,
+            tiering: true,
         }
     }
 
@@ -104,6 +113,13 @@ impl Engine {
     /// on it, only speed.
     pub fn with_window_doubling(mut self, on: bool) -> Engine {
         self.window_doubling = on;
+        self
+    }
+
+    /// With `false`, no kernel is recompiled in the background with a bigger step budget
+    /// (see [`Upgrade`]). Results do not depend on it, only speed.
+    pub fn with_tiering(mut self, on: bool) -> Engine {
+        self.tiering = on;
         self
     }
 
@@ -135,14 +151,18 @@ impl Engine {
         };
         let partition = fuse(&optimized);
         let mut kernels = Vec::with_capacity(partition.groups.len());
+        let mut upgrades = Vec::with_capacity(partition.groups.len());
         for group in &partition.groups {
             let kernel = lower(&optimized, group)?;
-            kernels.push(self.kernel(kernel)?);
+            let (first, upgrade) = self.kernel_tiers(kernel)?;
+            kernels.push(first);
+            upgrades.push(upgrade);
         }
         Ok(CompiledGraph {
             optimized,
             partition,
             kernels,
+            upgrades,
             compile_ms: t0.elapsed().as_secs_f64() * 1e3,
         })
     }
@@ -153,8 +173,15 @@ impl Engine {
         self.compile(graph)?.run(self, inputs)
     }
 
-    /// The compiled form of `kernel`, from the cache or freshly compiled.
+    /// The compiled form of `kernel` (its first compile), from the cache or freshly
+    /// compiled.
     pub fn kernel(&self, kernel: Kernel) -> Result<Arc<CpuKernel>, RuntimeError> {
+        Ok(self.kernel_tiers(kernel)?.0)
+    }
+
+    /// The first compile of `kernel` and, when tiering applies, its background compile
+    /// with a bigger step budget (started here on a cache miss).
+    fn kernel_tiers(&self, kernel: Kernel) -> Result<Tiers, RuntimeError> {
         let key = (kernel, self.options.clone());
         if let Some(k) = lock(&self.cache).get(&key) {
             lock(&self.stats).cache_hits += 1;
@@ -163,13 +190,25 @@ impl Engine {
         // Compile outside the lock so other threads are not held up; if another thread
         // compiled the same kernel meanwhile, its result is kept and ours dropped.
         let compiled = Arc::new(cpu::compile(&key.0, &key.1)?);
+        let bigger = self.tiering
+            && compiled.step_capped
+            && key.1.step_code_budget.unwrap_or(cpu::STEP_CODE_BUDGET) < UPGRADE_STEP_BUDGET;
+        let upgrade = if bigger {
+            Upgrade::start(key.0.clone(), &key.1)
+        } else {
+            None
+        };
         {
             let mut st = lock(&self.stats);
             st.kernels_compiled += 1;
             st.compile_ms += compiled.compile_ms;
             st.kernels_sharing_columns += usize::from(compiled.shared_column_stages > 0);
+            st.upgrades_started += usize::from(upgrade.is_some());
         }
-        Ok(lock(&self.cache).entry(key).or_insert(compiled).clone())
+        Ok(lock(&self.cache)
+            .entry(key)
+            .or_insert((compiled, upgrade))
+            .clone())
     }
 
     fn install<R: Send>(&self, f: impl FnOnce() -> R + Send) -> R {
@@ -186,8 +225,11 @@ pub struct CompiledGraph {
     pub optimized: Graph,
     /// The fused groups, in execution order.
     pub partition: Partition,
-    /// One compiled kernel per group, in the same order.
+    /// One compiled kernel per group, in the same order (the first compile of each).
     pub kernels: Vec<Arc<CpuKernel>>,
+    /// Per group: the background compile with a bigger step budget, when tiered (see
+    /// [`Upgrade`]); runs use it once it is ready.
+    pub upgrades: Vec<Option<Arc<Upgrade>>>,
     /// Wall-clock milliseconds of the whole compile (passes, lowering, Cranelift).
     pub compile_ms: f64,
 }
@@ -196,6 +238,23 @@ impl CompiledGraph {
     /// Number of kernels (fused groups).
     pub fn kernel_count(&self) -> usize {
         self.kernels.len()
+    }
+
+    /// The kernel a run uses for group `i` now: the background compile once it is ready,
+    /// else the first one.
+    pub fn current_kernel(&self, i: usize) -> Option<&Arc<CpuKernel>> {
+        let upgraded = self.upgrades.get(i).and_then(|u| u.as_ref()?.get());
+        upgraded.or_else(|| self.kernels.get(i))
+    }
+
+    /// Waits up to `timeout` for every background compile; returns whether all finished.
+    /// Benchmarks call it so that they time the steady state.
+    pub fn wait_for_upgrades(&self, timeout: Duration) -> bool {
+        let deadline = Instant::now() + timeout;
+        self.upgrades
+            .iter()
+            .flatten()
+            .all(|u| u.wait(deadline.saturating_duration_since(Instant::now())))
     }
 
     /// Runs the kernels on `inputs` with `engine`'s threads; returns the graph's outputs as
@@ -296,7 +355,11 @@ impl CompiledGraph {
         // Remaining uses of each materialised value, so intermediates are freed early.
         let mut uses = self.partition.reads(g);
         let mut values: HashMap<NodeId, Tensor> = HashMap::new();
-        for (group, kernel) in self.partition.groups.iter().zip(&self.kernels) {
+        for (gi, group) in self.partition.groups.iter().enumerate() {
+            let kernel = self
+                .current_kernel(gi)
+                .ok_or_else(|| RuntimeError::Shape(format!("no kernel for group {gi}")))?
+                .clone();
             let mut args: Vec<Tensor> = Vec::with_capacity(group.inputs.len());
             for &i in &group.inputs {
                 args.push(value_of(g, &values, inputs, i)?);
@@ -305,7 +368,7 @@ impl CompiledGraph {
                 RuntimeError::Shape(format!("group root {} does not exist", group.root))
             })?;
             let reuse = writer.get(&group.root).and_then(|&k| dest[k].take());
-            let out = run_kernel(kernel, &args, &root.ty.shape, scratch_budget, reuse)?;
+            let out = run_kernel(&kernel, &args, &root.ty.shape, scratch_budget, reuse)?;
             values.insert(group.root, out);
             for &i in &group.inputs {
                 if let Some(u) = uses.get_mut(&i) {
