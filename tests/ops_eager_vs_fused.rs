@@ -49,12 +49,21 @@ fn check_typed(engine: &Engine, op: &str, params: &[(&str, String)], dtype: DTyp
         };
         let graph = kiln::ops::build_op(op, &params, &ty)
             .unwrap_or_else(|e| panic!("{op} {params:?}: {e}"));
+        // The tiered compiles (bigger steps, the clean-input specialisation), once landed.
+        let compiled = engine.compile(&graph).unwrap();
+        assert!(compiled.wait_for_upgrades(std::time::Duration::from_secs(120)));
         for (di, data) in [Data::Uniform, Data::Ties, Data::Special]
             .into_iter()
             .enumerate()
         {
             let x = input(dtype, shape, data, (si * 7 + di) as u64);
             let want = eager::run(&graph, std::slice::from_ref(&x)).unwrap();
+            let got = compiled.run(engine, std::slice::from_ref(&x)).unwrap();
+            for (w, g) in want.iter().zip(&got) {
+                if let Some(d) = first_difference(w, g) {
+                    panic!("{op} {params:?} shape {shape:?} {data:?} upgraded: {d}");
+                }
+            }
             for (layout, view) in layouts(&x) {
                 let got = engine.run(&graph, std::slice::from_ref(&view)).unwrap();
                 assert_eq!(want.len(), got.len());

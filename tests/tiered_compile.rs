@@ -1,6 +1,8 @@
 //! Tiered compilation (`runtime/src/fused/tiers.rs`): a kernel whose vector steps were cut
-//! down by the code budget is compiled again, in the background, with bigger steps; runs
-//! switch to it once it lands and give the same bits as before and as eager.
+//! down by the code budget, or that has a specialisation for clean inputs
+//! (`codegen/src/cpu/clean.rs`), is compiled again in the background; runs switch to it
+//! once it lands and give the same bits as before and as eager, on clean data (the clean
+//! kernel) and on data with NaN, infinities or -0 (the checked fallback).
 
 mod common;
 
@@ -54,6 +56,10 @@ fn capped_kernels_are_recompiled_with_bigger_steps_and_give_the_same_bits() {
     }
     assert!(compiled.wait_for_upgrades(Duration::from_secs(120)));
     let better = upgrade.get().expect("the background compile succeeds");
+    assert!(
+        better.clean.is_some(),
+        "the median has a clean specialisation"
+    );
     assert!(std::sync::Arc::ptr_eq(
         compiled.current_kernel(0).unwrap(),
         better
@@ -80,15 +86,105 @@ fn capped_kernels_are_recompiled_with_bigger_steps_and_give_the_same_bits() {
 }
 
 #[test]
-fn uncapped_kernels_and_untiered_engines_compile_once() {
-    // The 3x3 median already takes the biggest step.
+fn kernels_with_nothing_to_gain_and_untiered_engines_compile_once() {
+    // Gradient magnitude: arithmetic only (no min/max, no NaN test) in small steps.
+    let ty = TensorType {
+        dtype: DType::F32,
+        shape: vec![1, 1, 16, 40],
+    };
+    let g = kiln::ops::build_op("gradient_magnitude", &[], &ty).unwrap();
     let engine = Engine::new();
-    let c = engine.compile(&median(3, &[1, 1, 16, 40])).unwrap();
+    let c = engine.compile(&g).unwrap();
     assert!(c.upgrades.iter().all(|u| u.is_none()));
+    // The 3x3 median takes the biggest step already, but has a clean specialisation.
+    let c = engine.compile(&median(3, &[1, 1, 16, 40])).unwrap();
+    assert!(c.wait_for_upgrades(Duration::from_secs(120)));
+    let up = c.upgrades[0].as_ref().and_then(|u| u.get()).unwrap();
+    assert!(up.clean.is_some());
     // Tiering off: the capped kernel stays as first compiled.
     let engine = Engine::new().with_tiering(false);
     let c = engine.compile(&median(5, &[1, 1, 16, 40])).unwrap();
     assert!(c.upgrades.iter().all(|u| u.is_none()));
     assert_eq!(engine.stats().upgrades_started, 0);
     assert!(c.wait_for_upgrades(Duration::ZERO));
+}
+
+#[test]
+fn the_input_check_finds_every_unclean_value() {
+    use kiln::runtime::fused::inputs_clean;
+    use kiln::runtime::Storage;
+    let t32 = |v: Vec<f32>| kiln::Tensor::from_storage(Storage::F32(v), &[1, 1, 1, 3]).unwrap();
+    let t64 = |v: Vec<f64>| kiln::Tensor::from_storage(Storage::F64(v), &[1, 1, 1, 3]).unwrap();
+    let sub = f32::from_bits(1);
+    assert!(inputs_clean(&[t32(vec![0.0, sub, -3.5])]));
+    for bad in [-0.0, f32::NAN, -f32::NAN, f32::INFINITY, f32::NEG_INFINITY] {
+        // Each position of a long row (the check works in chunks).
+        for at in [0, 1, 2] {
+            let mut v = vec![1.0f32; 3];
+            v[at] = bad;
+            assert!(!inputs_clean(&[t32(v)]), "{bad:?} at {at}");
+        }
+        let mut long = vec![0.25f32; 70_000];
+        long[69_999] = bad;
+        let t = kiln::Tensor::from_storage(Storage::F32(long), &[1, 1, 7, 10_000]).unwrap();
+        assert!(!inputs_clean(&[t]), "{bad:?} in a long tensor");
+    }
+    assert!(inputs_clean(&[t64(vec![0.0, f64::from_bits(1), 2.0])]));
+    for bad in [-0.0, f64::NAN, f64::INFINITY, f64::NEG_INFINITY] {
+        assert!(!inputs_clean(&[t64(vec![1.0, bad, 2.0])]), "{bad:?}");
+    }
+    // Every float input is checked; other dtypes need no check.
+    let u8s = kiln::Tensor::from_storage(Storage::U8(vec![0, 255, 7]), &[1, 1, 1, 3]).unwrap();
+    assert!(inputs_clean(&[u8s.clone(), t32(vec![1.0, 2.0, 3.0])]));
+    assert!(!inputs_clean(&[u8s, t32(vec![1.0, f32::NAN, 3.0])]));
+    // A strided view is not walked: it takes the ordinary kernel.
+    let x = f32_tensor(&[1, 1, 6, 5], Data::Uniform, 3);
+    let view = x.permuted(&[0, 1, 3, 2]).unwrap();
+    assert!(!view.is_contiguous());
+    assert!(!inputs_clean(&[view]));
+}
+
+#[test]
+fn clean_and_unclean_data_give_eager_bits_through_the_clean_specialisation() {
+    let shape = [2, 1, 23, 37];
+    for k in [3, 5] {
+        let g = median(k, &shape);
+        let engine = Engine::new();
+        let compiled = engine.compile(&g).unwrap();
+        assert!(compiled.wait_for_upgrades(Duration::from_secs(120)));
+        let up = compiled.current_kernel(0).unwrap();
+        let clean = up.clean.as_ref().expect("clean specialisation");
+        assert!(
+            !clean.describe().contains("NaN guard"),
+            "{}",
+            clean.describe()
+        );
+        let base = f32_tensor(&shape, Data::Ties, 9 + k as u64);
+        assert!(kiln::runtime::fused::inputs_clean(std::slice::from_ref(
+            &base
+        )));
+        // Clean, then one unclean value at a corner, an edge and the middle.
+        let mut cases = vec![base.clone()];
+        let v = match &**base.storage() {
+            kiln::runtime::Storage::F32(v) => v.clone(),
+            _ => unreachable!(),
+        };
+        for (at, bad) in [
+            (0, -0.0f32),
+            (36, f32::NAN),
+            (400, f32::INFINITY),
+            (851, -0.0),
+        ] {
+            let mut w = v.clone();
+            w[at] = bad;
+            cases.push(kiln::Tensor::from_storage(kiln::runtime::Storage::F32(w), &shape).unwrap());
+        }
+        for (ci, x) in cases.iter().enumerate() {
+            let want = eager::run(&g, std::slice::from_ref(x)).unwrap();
+            let got = compiled.run(&engine, std::slice::from_ref(x)).unwrap();
+            if let Some(d) = first_difference(&want[0], &got[0]) {
+                panic!("k={k} case {ci}: {d}");
+            }
+        }
+    }
 }

@@ -118,6 +118,27 @@ fn check(engine: &Engine, graph: &Graph, what: &str) {
             }
         }
     }
+    // The tiered compiles (bigger steps, the clean-input specialisation) once they landed,
+    // on data with specials (the checked fallback) and without (the clean kernel).
+    let compiled = engine.compile(graph).unwrap();
+    assert!(compiled.wait_for_upgrades(std::time::Duration::from_secs(120)));
+    for specials in [true, false] {
+        let inputs: Vec<Tensor> = graph
+            .inputs
+            .iter()
+            .enumerate()
+            .map(|(i, ty)| data(ty.dtype, &ty.shape, 5 + i as u64 * 17, specials))
+            .collect();
+        let want = eager::run(graph, &inputs).unwrap();
+        let got = compiled
+            .run(engine, &inputs)
+            .unwrap_or_else(|e| panic!("{what}: upgraded fused run failed: {e}"));
+        for (k, (w, g)) in want.iter().zip(&got).enumerate() {
+            if let Some(d) = first_difference(w, g) {
+                panic!("{what}: output {k}, specials {specials}: eager vs upgraded fused differ at {d}");
+            }
+        }
+    }
 }
 
 const SHAPES_2D: [[usize; 4]; 7] = [

@@ -69,6 +69,12 @@ pub fn run(a: DumpArgs) -> Result<ExitCode, CliError> {
         println!("== kernel {i}\n{kernel}");
         let cpu = kiln::codegen::cpu::compile(&kernel, &Default::default())?;
         println!("== kernel {i} CPU plan\n{}", cpu.describe());
+        if let Some(clean) = kiln::codegen::cpu::compile_clean(&kernel, &Default::default())? {
+            println!(
+                "== kernel {i} CPU plan for clean inputs (no NaN, infinity or -0)\n{}",
+                clean.describe()
+            );
+        }
         if a.ptx {
             let target = kiln::codegen::ptx::PtxTarget {
                 sm: a.sm,

@@ -92,10 +92,13 @@ impl Executor for Eager {
 }
 
 /// The fused engine ([`kiln_runtime::fused::Engine`]) with optional planted fault. One
-/// engine serves every case, so its kernel cache is shared.
+/// engine serves every case, so its kernel cache is shared. Each case runs twice: on the
+/// first compiles (an engine without tiering) and on the tiered ones once they landed
+/// (bigger vector steps, the clean-input specialisation); the two must agree bit for bit.
 pub struct Fused {
     fault: Option<Fault>,
     engine: kiln_runtime::fused::Engine,
+    first: kiln_runtime::fused::Engine,
     /// Kernels compiled by engines dropped after a panic.
     compiled_before: usize,
     /// Of those, kernels sharing work between neighbouring columns.
@@ -111,6 +114,11 @@ impl Fused {
                 fault,
                 ..Default::default()
             }),
+            first: kiln_runtime::fused::Engine::with_options(CompileOptions {
+                fault,
+                ..Default::default()
+            })
+            .with_tiering(false),
             compiled_before: 0,
             sharing_before: 0,
         }
@@ -119,15 +127,30 @@ impl Fused {
 
 impl Executor for Fused {
     fn run(&mut self, graph: &Graph, inputs: &[Tensor]) -> Result<Vec<Tensor>, String> {
-        self.engine.run(graph, inputs).map_err(|e| e.to_string())
+        let first = self.first.run(graph, inputs).map_err(|e| e.to_string())?;
+        let compiled = self.engine.compile(graph).map_err(|e| e.to_string())?;
+        if !compiled.wait_for_upgrades(std::time::Duration::from_secs(120)) {
+            return Err("a background compile did not finish in 120 s".into());
+        }
+        let tiered = compiled
+            .run(&self.engine, inputs)
+            .map_err(|e| e.to_string())?;
+        for (k, (a, b)) in first.iter().zip(&tiered).enumerate() {
+            if let Some(d) = first_difference(a, b) {
+                return Err(format!(
+                    "output {k}: first and tiered compiles differ at {d}"
+                ));
+            }
+        }
+        Ok(first)
     }
 
     fn kernels_compiled(&self) -> usize {
-        self.compiled_before + self.engine.stats().kernels_compiled
+        self.compiled_before + self.first.stats().kernels_compiled
     }
 
     fn kernels_sharing_columns(&self) -> usize {
-        self.sharing_before + self.engine.stats().kernels_sharing_columns
+        self.sharing_before + self.first.stats().kernels_sharing_columns
     }
 
     fn reset(&mut self) {

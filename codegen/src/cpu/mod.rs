@@ -9,11 +9,13 @@
 
 mod along;
 mod bytevec;
+mod clean;
 mod jit;
 mod nanguard;
 mod rowfn;
 mod shift;
 
+pub use clean::{clean_f32, clean_f64, clean_kernel};
 pub use shift::STEP_CODE_BUDGET;
 mod values;
 
@@ -152,6 +154,9 @@ pub struct CpuKernel {
     /// Some stage took smaller vector-loop steps than it would have under a bigger
     /// [`crate::CompileOptions::step_code_budget`].
     pub step_capped: bool,
+    /// The same kernel specialised for clean inputs (no NaN, infinity or -0; see
+    /// [`clean_kernel`]), when compiled: the runtime runs it after checking the inputs.
+    pub clean: Option<Box<CpuKernel>>,
     /// What each stage's row function does (for [`CpuKernel::describe`]).
     notes: Vec<String>,
     /// The JIT module that owns the code (freed on drop).
@@ -191,6 +196,28 @@ impl CpuKernel {
 /// `available_parallelism()` threads, each into a JIT module of its own, biggest stages
 /// first, each to the least loaded thread.
 pub fn compile(kernel: &Kernel, options: &CompileOptions) -> Result<CpuKernel, CodegenError> {
+    compile_with(kernel, options, None)
+}
+
+/// Compiles the specialisation of `kernel` for clean inputs ([`clean_kernel`]), in which
+/// every float min/max of clean values is one plain pick. `None` when it would not pay.
+/// Its results equal `kernel`'s only on inputs without NaN, infinities and -0.
+pub fn compile_clean(
+    kernel: &Kernel,
+    options: &CompileOptions,
+) -> Result<Option<CpuKernel>, CodegenError> {
+    let Some(ck) = clean_kernel(kernel) else {
+        return Ok(None);
+    };
+    let picks = clean::plain_picks(&ck);
+    compile_with(&ck, options, Some(&picks)).map(Some)
+}
+
+fn compile_with(
+    kernel: &Kernel,
+    options: &CompileOptions,
+    plain_picks: Option<&[Vec<bool>]>,
+) -> Result<CpuKernel, CodegenError> {
     let t0 = Instant::now();
     let fault = options.fault;
     let mut notes = Vec::new();
@@ -208,6 +235,7 @@ pub fn compile(kernel: &Kernel, options: &CompileOptions) -> Result<CpuKernel, C
                         fault,
                         !options.no_column_sharing,
                         options.step_code_budget.unwrap_or(shift::STEP_CODE_BUDGET),
+                        plain_picks.and_then(|p| p.get(i)).map(|p| p.as_slice()),
                     )
                 })
                 .collect::<Result<Vec<_>, _>>()?;
@@ -359,6 +387,7 @@ pub fn compile(kernel: &Kernel, options: &CompileOptions) -> Result<CpuKernel, C
         compile_ms: t0.elapsed().as_secs_f64() * 1e3,
         shared_column_stages: shared,
         step_capped,
+        clean: None,
         notes,
         _code: jit::CodeOwner::new(modules),
     })

@@ -173,6 +173,9 @@ pub(crate) struct StagePlan {
     unmasked: Vec<bool>,
     /// Per instruction: a float min/max computed in compare form (see [`tree_form`]).
     tree: Vec<bool>,
+    /// Per instruction: a float min/max of clean values, one plain pick (only in the clean
+    /// kernel, see `clean`).
+    plain_pick: Vec<bool>,
     /// Emission order of the instructions (see [`emit_order`]).
     order: Vec<usize>,
     /// Work shared between neighbouring columns on the `F32X4` interior (see `shift`).
@@ -278,6 +281,7 @@ pub(crate) fn plan_stage(
     fault: Option<Fault>,
     share_columns: bool,
     step_budget: usize,
+    plain_pick: Option<&[bool]>,
 ) -> Result<StagePlan, CodegenError> {
     let KernelBody::Stencil { stages } = &kernel.body else {
         return Err(bad("not a stencil kernel"));
@@ -365,14 +369,18 @@ pub(crate) fn plan_stage(
     };
     let bytes = !vectorisable && super::bytevec::supported(stage);
     let tree = tree_form(stage);
+    let plain_pick: Vec<bool> = match plain_pick {
+        Some(p) if p.len() == stage.insts.len() => p.to_vec(),
+        _ => vec![false; stage.insts.len()],
+    };
     let raw_nan = if fault.is_some() {
         vec![false; stage.insts.len()]
     } else {
         raw_nan(stage)
     };
     let shift = if vectorisable && share_columns {
-        let flags: Vec<[bool; 4]> = (0..stage.insts.len())
-            .map(|i| [unmasked[i], tree[i], swapped[i], raw_nan[i]])
+        let flags: Vec<[bool; 5]> = (0..stage.insts.len())
+            .map(|i| [unmasked[i], tree[i], swapped[i], raw_nan[i], plain_pick[i]])
             .collect();
         super::shift::plan(stage, &flags, step_budget)
     } else {
@@ -393,6 +401,7 @@ pub(crate) fn plan_stage(
         swapped,
         unmasked,
         tree,
+        plain_pick,
         order: emit_order(stage),
     })
 }
@@ -773,6 +782,13 @@ fn emit_at(
             let mut va = frame.get(a)?;
             let r = em.unary(*op, &mut va)?;
             frame.put(a, va);
+            r
+        }
+        Op::Binary(op @ (BinaryOp::Min | BinaryOp::Max), a, c) if plan.plain_pick[i] => {
+            let (mut va, mut vc) = (frame.get(a)?, frame.get(c)?);
+            let r = em.plain_pick(*op == BinaryOp::Max, &mut va, &mut vc);
+            frame.put(a, va);
+            frame.put(c, vc);
             r
         }
         Op::Binary(op, a, c) => {

@@ -61,7 +61,7 @@ enum Key {
         dtype: DType,
         /// `unmasked`, `tree`, `swapped` and `raw_nan` of the stage plan: members must be
         /// emitted by the same code.
-        flags: [bool; 4],
+        flags: [bool; 5],
         operands: Vec<(u32, Option<i64>)>,
     },
 }
@@ -122,7 +122,7 @@ fn fold(op: &Op, known: &[Option<bool>]) -> Option<(Option<usize>, Option<bool>)
 /// Finds the shift classes of a vectorised stage. `flags[i]` are the per-instruction
 /// code-generation choices that must agree within a class. `None` when nothing would be
 /// shared.
-pub(crate) fn plan(stage: &Stage, flags: &[[bool; 4]], budget: usize) -> Option<ShiftPlan> {
+pub(crate) fn plan(stage: &Stage, flags: &[[bool; 5]], budget: usize) -> Option<ShiftPlan> {
     let n = stage.insts.len();
     let mut classes: HashMap<Key, u32> = HashMap::new();
     // Per instruction: class and shift (`None`: column-independent).

@@ -478,6 +478,21 @@ impl Em<'_, '_> {
         }
     }
 
+    /// kiln's min (`max == false`) or max of two values known to be clean (no NaN, no -0,
+    /// see `clean`): one plain pick, exact because equal operands then have equal bits.
+    pub(crate) fn plain_pick(&mut self, max: bool, a: &mut Val, b: &mut Val) -> Val {
+        let d = a.dtype;
+        let pa = self.plain(a);
+        let pb = self.plain(b);
+        // `b < a ? a : b` and `a < b ? a : b`: one `maxps` / `minps`.
+        let c = if max {
+            self.b.ins().fcmp(FloatCC::LessThan, pb, pa)
+        } else {
+            self.b.ins().fcmp(FloatCC::LessThan, pa, pb)
+        };
+        Val::plain(d, self.pick_sel(c, pa, pb))
+    }
+
     /// A min/max tree operand: the value of a tree of the same kind, else the plain value
     /// (negated for a max tree).
     fn tree_value(&mut self, max: bool, v: &mut Val) -> Value {

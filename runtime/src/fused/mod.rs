@@ -190,10 +190,7 @@ impl Engine {
         // Compile outside the lock so other threads are not held up; if another thread
         // compiled the same kernel meanwhile, its result is kept and ours dropped.
         let compiled = Arc::new(cpu::compile(&key.0, &key.1)?);
-        let bigger = self.tiering
-            && compiled.step_capped
-            && key.1.step_code_budget.unwrap_or(cpu::STEP_CODE_BUDGET) < UPGRADE_STEP_BUDGET;
-        let upgrade = if bigger {
+        let upgrade = if self.tiering && Upgrade::worthwhile(&key.0, &compiled, &key.1) {
             Upgrade::start(key.0.clone(), &key.1)
         } else {
             None
@@ -368,7 +365,11 @@ impl CompiledGraph {
                 RuntimeError::Shape(format!("group root {} does not exist", group.root))
             })?;
             let reuse = writer.get(&group.root).and_then(|&k| dest[k].take());
-            let out = run_kernel(&kernel, &args, &root.ty.shape, scratch_budget, reuse)?;
+            let kernel = match &kernel.clean {
+                Some(clean) if inputs_clean(&args) => &**clean,
+                _ => &*kernel,
+            };
+            let out = run_kernel(kernel, &args, &root.ty.shape, scratch_budget, reuse)?;
             values.insert(group.root, out);
             for &i in &group.inputs {
                 if let Some(u) = uses.get_mut(&i) {
@@ -416,6 +417,29 @@ impl CompiledGraph {
         drop(values);
         Ok(outs)
     }
+}
+
+/// Whether every float tensor of `args` is clean (no NaN, infinity or -0; see
+/// `kiln_codegen::cpu::clean_kernel`), checked on the elements it views; `false` for
+/// non-contiguous views, which the check does not walk. Parallel on the current pool.
+pub fn inputs_clean(args: &[Tensor]) -> bool {
+    use rayon::prelude::*;
+    const CHUNK: usize = 1 << 16;
+    args.iter().all(|t| {
+        if !t.is_contiguous() {
+            return false;
+        }
+        let (start, n) = (t.offset(), t.numel());
+        match &**t.storage() {
+            Storage::F32(v) => v
+                .get(start..start + n)
+                .is_some_and(|s| s.par_chunks(CHUNK).all(cpu::clean_f32)),
+            Storage::F64(v) => v
+                .get(start..start + n)
+                .is_some_and(|s| s.par_chunks(CHUNK).all(cpu::clean_f64)),
+            _ => true,
+        }
+    })
 }
 
 /// The tensor holding node `id`'s value: a graph input or an already computed group root.

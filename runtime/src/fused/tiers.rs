@@ -1,8 +1,10 @@
 //! Tiered compilation: a kernel is compiled first with the default code budget (fast to
-//! compile), and, when that budget made some stage take smaller vector-loop steps than it
-//! could, compiled again with a bigger budget on a background thread. Runs use the second
-//! compile as soon as it is ready. Both compiles give the same bits (only the step size of
-//! the shared vector loop differs), so which one a run uses changes its speed only.
+//! compile), and compiled again on a background thread when that pays: with a bigger
+//! budget when the default one made some stage take smaller vector-loop steps than it
+//! could, and with its specialisation for clean inputs (`cpu::compile_clean`) when it has
+//! one. Runs use the second compile as soon as it is ready. Both compiles give the same
+//! bits (the step size of the shared vector loop differs, and the clean specialisation runs
+//! only on inputs checked clean), so which one a run uses changes its speed only.
 //!
 //! A run picks its kernel once, at the start, and holds its `Arc`: a compile that lands
 //! mid-run is used from the next run on, and neither compiled kernel is freed while a run
@@ -31,8 +33,16 @@ pub struct Upgrade {
 }
 
 impl Upgrade {
-    /// Starts compiling `kernel` with `options` and a bigger step budget on a new thread.
-    /// `None` when no thread could be started (the first compile then stays in use).
+    /// Whether compiling `kernel` again would pay, given its first compile.
+    pub(crate) fn worthwhile(kernel: &Kernel, first: &CpuKernel, options: &CompileOptions) -> bool {
+        let bigger = first.step_capped
+            && options.step_code_budget.unwrap_or(cpu::STEP_CODE_BUDGET) < UPGRADE_STEP_BUDGET;
+        bigger || cpu::clean_kernel(kernel).is_some()
+    }
+
+    /// Starts compiling `kernel` with `options`, a bigger step budget and its clean
+    /// specialisation on a new thread. `None` when no thread could be started (the first
+    /// compile then stays in use).
     pub(crate) fn start(kernel: Kernel, options: &CompileOptions) -> Option<Arc<Upgrade>> {
         let up = Arc::new(Upgrade::default());
         let options = CompileOptions {
@@ -43,7 +53,10 @@ impl Upgrade {
         std::thread::Builder::new()
             .name("kiln-upgrade".into())
             .spawn(move || {
-                let compiled = cpu::compile(&kernel, &options).ok().map(Arc::new);
+                let compiled = cpu::compile(&kernel, &options).ok().and_then(|mut k| {
+                    k.clean = cpu::compile_clean(&kernel, &options).ok()?.map(Box::new);
+                    Some(Arc::new(k))
+                });
                 theirs.finish(compiled);
             })
             .ok()?;

@@ -1,0 +1,190 @@
+//! Specialisation on clean data.
+//!
+//! Call a float tensor *clean* when none of its elements is a NaN, an infinity or -0. Most
+//! images are; kiln's exact rules (the NaN result, -0 ordered below +0) cost work only for
+//! the others. Given clean kernel inputs, some values of a kernel are clean too (*clean
+//! values*): loads of an input, loads of an earlier stage whose result is clean (under a
+//! constant border only when the constant is finite and not -0), finite constants other
+//! than -0, and min, max or select of clean values (each returns one of its operands).
+//!
+//! On clean values:
+//! * `is_finite` is true and `is_nan` false, so NaN guards fold away (the kornia median's
+//!   mask and its select);
+//! * a float min or max is one plain `minps`/`maxps` pick: with no NaN and no -0 the picks
+//!   of equal operands have equal bits, so no order keys, no second pick and no NaN mask.
+//!
+//! [`clean_kernel`] rewrites the tests; the code generator reads [`clean_values`] to emit
+//! plain picks. The runtime runs the clean kernel only after checking that every input is
+//! clean, and the ordinary kernel otherwise, so both give eager's bits.
+
+use kiln_ir::{BinaryOp, Border, DType, Scalar, UnaryOp};
+
+use crate::kernel::{Kernel, KernelBody, Op, Source, Stage};
+
+/// Whether a constant is clean: a finite float other than -0.
+fn clean_scalar(s: Scalar) -> bool {
+    match s {
+        Scalar::F32(b) => f32::from_bits(b).is_finite() && b != 0x8000_0000,
+        Scalar::F64(b) => f64::from_bits(b).is_finite() && b != 0x8000_0000_0000_0000,
+        _ => false,
+    }
+}
+
+/// Per stage, per instruction: whether the value is clean when every kernel input is.
+pub(crate) fn clean_values(kernel: &Kernel) -> Vec<Vec<bool>> {
+    let KernelBody::Stencil { stages } = &kernel.body else {
+        return Vec::new();
+    };
+    let mut out: Vec<Vec<bool>> = Vec::with_capacity(stages.len());
+    for stage in stages {
+        let mut clean = vec![false; stage.insts.len()];
+        for (i, inst) in stage.insts.iter().enumerate() {
+            if !inst.dtype.is_float() {
+                continue;
+            }
+            let c = |v: &crate::kernel::ValueId| clean.get(v.0 as usize).copied() == Some(true);
+            clean[i] = match &inst.op {
+                Op::Load { source, border, .. } => {
+                    let src = match source {
+                        Source::Input(k) => {
+                            kernel.inputs.get(*k as usize).is_some_and(|d| d.is_float())
+                        }
+                        Source::Stage(k) => out
+                            .get(*k as usize)
+                            .zip(stages.get(*k as usize))
+                            .is_some_and(|(f, st)| f.get(st.result.0 as usize) == Some(&true)),
+                    };
+                    let border_ok = match border {
+                        Border::Constant(k) => clean_scalar(*k),
+                        _ => true,
+                    };
+                    src && border_ok
+                }
+                Op::Const(s) => clean_scalar(*s),
+                Op::Binary(BinaryOp::Min | BinaryOp::Max, a, b) => c(a) && c(b),
+                Op::Select(_, a, b) => c(a) && c(b),
+                _ => false,
+            };
+        }
+        out.push(clean);
+    }
+    out
+}
+
+/// The kernel with every `is_finite` of a clean value replaced by `true` and every
+/// `is_nan` by `false` (same instruction indices), valid only for clean inputs. `None`
+/// when there is nothing to gain: no test folds and no float min/max becomes a plain pick
+/// (a plain pick saves two of the three operations of an exact tree step, and every
+/// conversion to and from order keys of a comparator). Measured on the 2-core EPYC VM
+/// (2048² f32, 1 thread, with the input check, against the ordinary kernel): median 3x3
+/// 4.37 -> 3.50 ms, opening 3x3 4.14 -> 3.42 ms, opening 15x15 11.7 -> 9.9 ms, erosion
+/// 15x15 5.66 -> 5.15 ms.
+pub fn clean_kernel(kernel: &Kernel) -> Option<Kernel> {
+    let KernelBody::Stencil { stages } = &kernel.body else {
+        return None;
+    };
+    if !kernel
+        .inputs
+        .iter()
+        .any(|d| matches!(d, DType::F32 | DType::F64))
+    {
+        return None;
+    }
+    let clean = clean_values(kernel);
+    let mut worth = false;
+    let mut out: Vec<Stage> = Vec::with_capacity(stages.len());
+    for (stage, flags) in stages.iter().zip(&clean) {
+        let mut st = stage.clone();
+        for inst in st.insts.iter_mut() {
+            let c = |v: &crate::kernel::ValueId| flags.get(v.0 as usize) == Some(&true);
+            match inst.op {
+                Op::Unary(UnaryOp::IsFinite, v) if c(&v) => {
+                    inst.op = Op::Const(Scalar::Bool(true));
+                    worth = true;
+                }
+                Op::Unary(UnaryOp::IsNan, v) if c(&v) => {
+                    inst.op = Op::Const(Scalar::Bool(false));
+                    worth = true;
+                }
+                Op::Binary(BinaryOp::Min | BinaryOp::Max, a, b)
+                    if inst.dtype.is_float() && c(&a) && c(&b) =>
+                {
+                    worth = true;
+                }
+                _ => {}
+            }
+        }
+        out.push(st);
+    }
+    worth.then(|| Kernel {
+        body: KernelBody::Stencil { stages: out },
+        ..kernel.clone()
+    })
+}
+
+/// Per stage, per instruction: a float min/max whose operands are both clean (emitted as
+/// one plain pick in the clean kernel).
+pub(crate) fn plain_picks(kernel: &Kernel) -> Vec<Vec<bool>> {
+    let KernelBody::Stencil { stages } = &kernel.body else {
+        return Vec::new();
+    };
+    let clean = clean_values(kernel);
+    stages
+        .iter()
+        .zip(&clean)
+        .map(|(stage, flags)| {
+            stage
+                .insts
+                .iter()
+                .map(|inst| match inst.op {
+                    Op::Binary(BinaryOp::Min | BinaryOp::Max, a, b) => {
+                        inst.dtype.is_float()
+                            && flags.get(a.0 as usize) == Some(&true)
+                            && flags.get(b.0 as usize) == Some(&true)
+                    }
+                    _ => false,
+                })
+                .collect()
+        })
+        .collect()
+}
+
+/// Whether every element of `xs` is clean: finite and not -0.
+pub fn clean_f32(xs: &[f32]) -> bool {
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("avx2") {
+        // SAFETY: the CPU supports AVX2 (checked just above), the only requirement of a
+        // `#[target_feature(enable = "avx2")]` function; its body is safe code.
+        return unsafe { clean_f32_avx2(xs) };
+    }
+    clean_f32_any(xs)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+fn clean_f32_avx2(xs: &[f32]) -> bool {
+    clean_f32_any(xs)
+}
+
+/// [`clean_f32`] in portable code: branch-free per element (so the compiler vectorises it
+/// for the target features of its caller), one early exit per chunk.
+#[inline(always)]
+fn clean_f32_any(xs: &[f32]) -> bool {
+    xs.chunks(1024).all(|c| {
+        c.iter().fold(0u32, |bad, x| {
+            let b = x.to_bits();
+            bad | u32::from((b & 0x7fff_ffff) >= 0x7f80_0000) | u32::from(b == 0x8000_0000)
+        }) == 0
+    })
+}
+
+/// Whether every element of `xs` is clean: finite and not -0.
+pub fn clean_f64(xs: &[f64]) -> bool {
+    xs.chunks(512).all(|c| {
+        c.iter().fold(0u64, |bad, x| {
+            let b = x.to_bits();
+            bad | u64::from((b & 0x7fff_ffff_ffff_ffff) >= 0x7ff0_0000_0000_0000)
+                | u64::from(b == 0x8000_0000_0000_0000)
+        }) == 0
+    })
+}
