@@ -250,6 +250,8 @@ pub struct BenchOptions {
     pub window_doubling: bool,
     /// Scratch bytes per chunk of a multi-stage block; the engine's default when `None`.
     pub scratch_budget: Option<usize>,
+    /// Tiered compilation (off only for A/B runs).
+    pub tiering: bool,
 }
 
 impl Default for BenchOptions {
@@ -261,6 +263,7 @@ impl Default for BenchOptions {
             compile: kiln_codegen::CompileOptions::default(),
             window_doubling: true,
             scratch_budget: None,
+            tiering: true,
         }
     }
 }
@@ -353,7 +356,8 @@ pub fn run_workload(w: &Workload, threads: usize, opts: &BenchOptions) -> (Bench
     row.input_checksum = checksum(&input);
     let engine = Engine::with_options(opts.compile.clone())
         .with_threads(threads)
-        .with_window_doubling(opts.window_doubling);
+        .with_window_doubling(opts.window_doubling)
+        .with_tiering(opts.tiering);
     let engine = match opts.scratch_budget {
         Some(b) => engine.with_scratch_budget(b),
         None => engine,

@@ -55,6 +55,15 @@ pub struct BenchArgs {
     /// alternating, and print the two medians and their ratio.
     #[arg(long, conflicts_with_all = ["no_window_doubling", "ab_column_sharing", "json"])]
     ab_window_doubling: bool,
+    /// Compile without tiering (no background compile with bigger steps or the clean-input
+    /// specialisation), for A/B runs.
+    #[arg(long)]
+    no_tiering: bool,
+    /// A/B in this process: time each workload with and without tiered compilation
+    /// (bigger vector steps, the clean-input specialisation and its input check),
+    /// alternating, and print the two medians and their ratio.
+    #[arg(long, conflicts_with_all = ["no_tiering", "ab_column_sharing", "ab_window_doubling", "json"])]
+    ab_tiering: bool,
     /// Scratch bytes per chunk of a multi-stage block (default: the engine's
     /// `SCRATCH_BUDGET`), for experiments on the chunk size.
     #[arg(long)]
@@ -178,6 +187,7 @@ pub fn run(a: BenchArgs) -> Result<ExitCode, CliError> {
         },
         window_doubling: !a.no_window_doubling,
         scratch_budget: a.scratch_budget,
+        tiering: !a.no_tiering,
         ..BenchOptions::default()
     };
     if a.ab_column_sharing {
@@ -196,6 +206,13 @@ pub fn run(a: BenchArgs) -> Result<ExitCode, CliError> {
             ..opts.clone()
         };
         return ab(&workloads, &a.threads, &opts, &off, ["doubled", "whole"]);
+    }
+    if a.ab_tiering {
+        let off = BenchOptions {
+            tiering: false,
+            ..opts.clone()
+        };
+        return ab(&workloads, &a.threads, &opts, &off, ["tiered", "first"]);
     }
     let quiet = a.json.as_deref() == Some(std::path::Path::new("-"));
     if !quiet {
