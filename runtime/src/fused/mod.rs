@@ -41,7 +41,8 @@ pub struct EngineStats {
     pub compile_ms: f64,
     /// Compiled kernels with at least one stage sharing work between neighbouring columns.
     pub kernels_sharing_columns: usize,
-    /// Background compiles started with a bigger step budget (see [`Upgrade`]).
+    /// Background compiles started (bigger steps, clean-input specialisation; see
+    /// [`Upgrade`]).
     pub upgrades_started: usize,
 }
 
@@ -116,8 +117,9 @@ impl Engine {
         self
     }
 
-    /// With `false`, no kernel is recompiled in the background with a bigger step budget
-    /// (see [`Upgrade`]). Results do not depend on it, only speed.
+    /// With `false`, no kernel is recompiled in the background (bigger steps, the
+    /// clean-input specialisation; see [`Upgrade`]). Results do not depend on it, only
+    /// speed.
     pub fn with_tiering(mut self, on: bool) -> Engine {
         self.tiering = on;
         self
@@ -180,7 +182,7 @@ impl Engine {
     }
 
     /// The first compile of `kernel` and, when tiering applies, its background compile
-    /// with a bigger step budget (started here on a cache miss).
+    /// (started here on a cache miss).
     fn kernel_tiers(&self, kernel: Kernel) -> Result<Tiers, RuntimeError> {
         let key = (kernel, self.options.clone());
         if let Some(k) = lock(&self.cache).get(&key) {
@@ -224,8 +226,8 @@ pub struct CompiledGraph {
     pub partition: Partition,
     /// One compiled kernel per group, in the same order (the first compile of each).
     pub kernels: Vec<Arc<CpuKernel>>,
-    /// Per group: the background compile with a bigger step budget, when tiered (see
-    /// [`Upgrade`]); runs use it once it is ready.
+    /// Per group: the background compile (bigger steps, the clean-input specialisation),
+    /// when tiered (see [`Upgrade`]); runs use it once it is ready.
     pub upgrades: Vec<Option<Arc<Upgrade>>>,
     /// Wall-clock milliseconds of the whole compile (passes, lowering, Cranelift).
     pub compile_ms: f64,

@@ -22,7 +22,8 @@ use kiln_codegen::{CompileOptions, Kernel};
 /// and compiles in 8.6-8.9 ms against 3.8 ms.
 pub const UPGRADE_STEP_BUDGET: usize = 3000;
 
-/// The background compile of one kernel with [`UPGRADE_STEP_BUDGET`].
+/// The background compile of one kernel: with [`UPGRADE_STEP_BUDGET`], and with its
+/// clean-input specialisation attached (`CpuKernel::clean`) when it has one.
 #[derive(Default)]
 pub struct Upgrade {
     /// The faster kernel once compiled; `None` inside when that compile failed (the first
