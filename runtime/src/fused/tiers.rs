@@ -54,10 +54,18 @@ impl Upgrade {
         std::thread::Builder::new()
             .name("kiln-upgrade".into())
             .spawn(move || {
-                let compiled = cpu::compile(&kernel, &options).ok().and_then(|mut k| {
-                    k.clean = cpu::compile_clean(&kernel, &options).ok()?.map(Box::new);
+                // A failed or panicking compile leaves the first one in use; either way the
+                // upgrade finishes, so nobody waits for it in vain.
+                let compiled = std::panic::catch_unwind(|| {
+                    let mut k = cpu::compile(&kernel, &options).ok()?;
+                    k.clean = cpu::compile_clean(&kernel, &options)
+                        .ok()
+                        .flatten()
+                        .map(Box::new);
                     Some(Arc::new(k))
-                });
+                })
+                .ok()
+                .flatten();
                 theirs.finish(compiled);
             })
             .ok()?;
