@@ -80,6 +80,12 @@ pub(crate) fn clean_values(kernel: &Kernel) -> Vec<Vec<bool>> {
 /// 4.37 -> 3.50 ms, opening 3x3 4.14 -> 3.42 ms, opening 15x15 11.7 -> 9.9 ms, erosion
 /// 15x15 5.66 -> 5.15 ms.
 pub fn clean_kernel(kernel: &Kernel) -> Option<Kernel> {
+    specialise(kernel).map(|(k, _)| k)
+}
+
+/// [`clean_kernel`] and, per stage and instruction, whether it is a float min/max of two
+/// clean values (emitted as one plain pick).
+pub(crate) fn specialise(kernel: &Kernel) -> Option<(Kernel, Vec<Vec<bool>>)> {
     let KernelBody::Stencil { stages } = &kernel.body else {
         return None;
     };
@@ -93,9 +99,11 @@ pub fn clean_kernel(kernel: &Kernel) -> Option<Kernel> {
     let clean = clean_values(kernel);
     let mut worth = false;
     let mut out: Vec<Stage> = Vec::with_capacity(stages.len());
+    let mut picks: Vec<Vec<bool>> = Vec::with_capacity(stages.len());
     for (stage, flags) in stages.iter().zip(&clean) {
         let mut st = stage.clone();
-        for inst in st.insts.iter_mut() {
+        let mut plain = vec![false; st.insts.len()];
+        for (i, inst) in st.insts.iter_mut().enumerate() {
             let c = |v: &crate::kernel::ValueId| flags.get(v.0 as usize) == Some(&true);
             match inst.op {
                 Op::Unary(UnaryOp::IsFinite, v) if c(&v) => {
@@ -109,44 +117,22 @@ pub fn clean_kernel(kernel: &Kernel) -> Option<Kernel> {
                 Op::Binary(BinaryOp::Min | BinaryOp::Max, a, b)
                     if inst.dtype.is_float() && c(&a) && c(&b) =>
                 {
+                    plain[i] = true;
                     worth = true;
                 }
                 _ => {}
             }
         }
         out.push(st);
+        picks.push(plain);
     }
-    worth.then(|| Kernel {
-        body: KernelBody::Stencil { stages: out },
-        ..kernel.clone()
+    worth.then(|| {
+        let k = Kernel {
+            body: KernelBody::Stencil { stages: out },
+            ..kernel.clone()
+        };
+        (k, picks)
     })
-}
-
-/// Per stage, per instruction: a float min/max whose operands are both clean (emitted as
-/// one plain pick in the clean kernel).
-pub(crate) fn plain_picks(kernel: &Kernel) -> Vec<Vec<bool>> {
-    let KernelBody::Stencil { stages } = &kernel.body else {
-        return Vec::new();
-    };
-    let clean = clean_values(kernel);
-    stages
-        .iter()
-        .zip(&clean)
-        .map(|(stage, flags)| {
-            stage
-                .insts
-                .iter()
-                .map(|inst| match inst.op {
-                    Op::Binary(BinaryOp::Min | BinaryOp::Max, a, b) => {
-                        inst.dtype.is_float()
-                            && flags.get(a.0 as usize) == Some(&true)
-                            && flags.get(b.0 as usize) == Some(&true)
-                    }
-                    _ => false,
-                })
-                .collect()
-        })
-        .collect()
 }
 
 /// Whether every element of `xs` is clean: finite and not -0.

@@ -14,10 +14,10 @@ mod jit;
 mod nanguard;
 mod rowfn;
 mod shift;
+mod values;
 
 pub use clean::{clean_f32, clean_f64, clean_kernel};
 pub use shift::STEP_CODE_BUDGET;
-mod values;
 
 use std::fmt::Write as _;
 use std::time::Instant;
@@ -206,10 +206,9 @@ pub fn compile_clean(
     kernel: &Kernel,
     options: &CompileOptions,
 ) -> Result<Option<CpuKernel>, CodegenError> {
-    let Some(ck) = clean_kernel(kernel) else {
+    let Some((ck, picks)) = clean::specialise(kernel) else {
         return Ok(None);
     };
-    let picks = clean::plain_picks(&ck);
     compile_with(&ck, options, Some(&picks)).map(Some)
 }
 

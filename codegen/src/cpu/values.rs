@@ -211,21 +211,25 @@ impl Em<'_, '_> {
         }
     }
 
-    /// `c ? a : b` on register values (`c` a bool value).
-    /// `c ? a : b` in the operands' own type, the form Cranelift matches to one `minps` or
-    /// `maxps` when `c` compares `a` with `b` (a tree pick, see [`Em::compare_tree`]).
-    fn pick_sel(&mut self, c: Value, a: Value, b: Value) -> Value {
-        if self.vec {
-            let ty = self.b.func.dfg.value_type(a);
-            let c = if ty == types::I32X4 {
-                c
-            } else {
-                self.b.ins().bitcast(ty, MemFlagsData::new(), c)
-            };
-            self.b.ins().bitselect(c, a, b)
+    /// `x < y ? x : y` (`max == false`) or `y < x ? x : y`, as one `minps` / `maxps`: the
+    /// select stays in the operands' own type, the form Cranelift matches. Exact for kiln's
+    /// min/max only where equal operands have equal bits (no -0 against +0, no NaN).
+    fn pick(&mut self, max: bool, x: Value, y: Value) -> Value {
+        let c = if max {
+            self.b.ins().fcmp(FloatCC::LessThan, y, x)
         } else {
-            self.b.ins().select(c, a, b)
+            self.b.ins().fcmp(FloatCC::LessThan, x, y)
+        };
+        if !self.vec {
+            return self.b.ins().select(c, x, y);
         }
+        let ty = self.b.func.dfg.value_type(x);
+        let c = if ty == self.b.func.dfg.value_type(c) {
+            c
+        } else {
+            self.b.ins().bitcast(ty, MemFlagsData::new(), c)
+        };
+        self.b.ins().bitselect(c, x, y)
     }
 
     /// `c ? a : b` per lane (`c` a lane mask on vectors).
@@ -451,13 +455,8 @@ impl Em<'_, '_> {
         let d = a.dtype;
         let pa = self.tree_value(max, a);
         let pb = self.tree_value(max, b);
-        // `x < y ? x : y`: the form Cranelift lowers to one `minps`.
-        let mut pick = |x: Value, y: Value| {
-            let c = self.b.ins().fcmp(FloatCC::LessThan, x, y);
-            self.pick_sel(c, x, y)
-        };
-        let m1 = pick(pa, pb);
-        let m2 = pick(pb, pa);
+        let m1 = self.pick(false, pa, pb);
+        let m2 = self.pick(false, pb, pa);
         let m = if self.fault == Some(Fault::DropNanMask) {
             m1
         } else {
@@ -484,13 +483,7 @@ impl Em<'_, '_> {
         let d = a.dtype;
         let pa = self.plain(a);
         let pb = self.plain(b);
-        // `b < a ? a : b` and `a < b ? a : b`: one `maxps` / `minps`.
-        let c = if max {
-            self.b.ins().fcmp(FloatCC::LessThan, pb, pa)
-        } else {
-            self.b.ins().fcmp(FloatCC::LessThan, pa, pb)
-        };
-        Val::plain(d, self.pick_sel(c, pa, pb))
+        Val::plain(d, self.pick(max, pa, pb))
     }
 
     /// A min/max tree operand: the value of a tree of the same kind, else the plain value
