@@ -1,6 +1,8 @@
-//! Window doubling (`kiln_ir::passes::doubling`): a min/max window of `k` rows becomes a
-//! chain of two-read windows under `nearest`. Checked bit for bit against the eager oracle
-//! on the un-optimised graph, for every height from 1 to 24 (so windows that cross one end,
+//! Window doubling (`kiln_ir::passes::doubling`): a min/max window of `k` planes (along the
+//! depth of a volume: f32 windows along the rows of an image are left to the CPU backend's
+//! row blocks, see `row_blocks.rs`) becomes a chain of two-read windows under `nearest`.
+//! Checked bit for bit against the eager oracle
+//! on the un-optimised graph, for every depth from 1 to 24 (so windows that cross one end,
 //! both ends, or neither), every eligible border (constants of both zero signs, both
 //! infinities and a NaN with a payload among them), NaN payloads, infinities, signed zeros and
 //! subnormals; through the eager executor on the optimised graph (the rewrite alone) and the
@@ -33,11 +35,22 @@ fn data(shape: &[usize], seed: u64) -> Tensor {
     Tensor::from_storage(Storage::F32(v), shape).unwrap()
 }
 
-/// One window reduction of `x` over a `ky x kx` scipy box.
-fn window_graph(shape: &[usize], op: ReduceOp, ky: usize, kx: usize, border: Border) -> Graph {
+/// One window reduction of an f32 `x` over a scipy box of `size`.
+fn window_graph(shape: &[usize], op: ReduceOp, size: &[usize], border: Border) -> Graph {
+    window_graph_of(DType::F32, shape, op, size, border)
+}
+
+/// One window reduction of `x` (of `dtype`) over a scipy box of `size`.
+fn window_graph_of(
+    dtype: DType,
+    shape: &[usize],
+    op: ReduceOp,
+    size: &[usize],
+    border: Border,
+) -> Graph {
     let mut b = GraphBuilder::new();
-    let x = b.input(DType::F32, shape).unwrap();
-    let fp = Footprint::scipy_box(&[ky, kx], &[0, 0]);
+    let x = b.input(dtype, shape).unwrap();
+    let fp = Footprint::scipy_box(size, &vec![0; size.len()]);
     let w = b.window_reduce(x, op, &fp, border).unwrap();
     b.finish(&[w]).unwrap()
 }
@@ -75,8 +88,8 @@ fn doubled_windows_match_eager_for_every_height() {
                 Border::Constant(Scalar::F32(0xffc0_0001)),
             ] {
                 for h in 1..=24 {
-                    let shape = [1, 2, h, 5];
-                    let g = window_graph(&shape, op, ky, kx, border);
+                    let shape = [1, 2, h, 3, 5];
+                    let g = window_graph(&shape, op, &[ky, 1, kx], border);
                     let opt = optimize(&g);
                     // Each k-row window became a chain: log2(P) links (P = 4, 8 here).
                     assert!(links(&opt) >= 2, "{op:?} {ky}x{kx} {border}: not doubled");
@@ -99,22 +112,34 @@ fn doubled_windows_match_eager_for_every_height() {
 
 #[test]
 fn ineligible_windows_are_left_alone() {
-    let shape = [1, 1, 20, 20];
+    let shape = [1, 1, 20, 20, 20];
     let cases = [
         // A border whose windows do not remap onto the clamped range.
-        window_graph(&shape, ReduceOp::Min, 15, 1, Border::Wrap),
+        window_graph(&shape, ReduceOp::Min, &[15, 1, 1], Border::Wrap),
         // Even sizes are asymmetric; short windows are not worth a chain; sums keep order.
-        window_graph(&shape, ReduceOp::Min, 8, 1, Border::Reflect),
-        window_graph(&shape, ReduceOp::Max, 9, 1, Border::Reflect),
-        window_graph(&shape, ReduceOp::Sum, 15, 1, Border::Reflect),
+        window_graph(&shape, ReduceOp::Min, &[8, 1, 1], Border::Reflect),
+        window_graph(&shape, ReduceOp::Max, &[9, 1, 1], Border::Reflect),
+        window_graph(&shape, ReduceOp::Sum, &[15, 1, 1], Border::Reflect),
         // Along the innermost axis the CPU backend shares in registers instead.
-        window_graph(&shape, ReduceOp::Min, 1, 15, Border::Reflect),
+        window_graph(&shape, ReduceOp::Min, &[1, 1, 15], Border::Reflect),
+        // Along the run axis (rows) f32 windows are computed in row blocks instead.
+        window_graph(&shape, ReduceOp::Min, &[1, 15, 1], Border::Reflect),
+        window_graph(&[1, 1, 20, 20], ReduceOp::Max, &[15, 1], Border::Reflect),
     ];
     for g in &cases {
         assert_eq!(links(&optimize(g)), 0, "{g:?}");
     }
+    // Other dtypes along the rows are still doubled (the row blocks are f32 only).
+    let g = window_graph_of(
+        DType::F64,
+        &[1, 1, 20, 20],
+        ReduceOp::Min,
+        &[15, 1],
+        Border::Reflect,
+    );
+    assert!(links(&optimize(&g)) >= 3);
     // The PTX pipeline never doubles: each link would be a pass through device memory.
-    let g = window_graph(&shape, ReduceOp::Min, 15, 15, Border::Reflect);
+    let g = window_graph(&shape, ReduceOp::Min, &[15, 15, 15], Border::Reflect);
     assert!(links(&optimize(&g)) >= 3);
     assert_eq!(links(&optimize_for(&g, StageStorage::DevicePasses)), 0);
 }

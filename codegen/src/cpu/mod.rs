@@ -12,6 +12,7 @@ mod bytevec;
 mod clean;
 mod jit;
 mod nanguard;
+mod rowblock;
 mod rowfn;
 mod shift;
 mod values;

@@ -477,6 +477,20 @@ impl Em<'_, '_> {
         }
     }
 
+    /// A min (`max == false`) or max tree leaf from plain value `p`: its tree value (negated
+    /// for a max) is computed here once, for every tree step that reads the leaf.
+    pub(crate) fn tree_leaf(&mut self, max: bool, d: DType, p: Value) -> Val {
+        let m = if max { self.flip_sign(d, p) } else { p };
+        Val {
+            dtype: d,
+            plain: Some(p),
+            key: None,
+            nan: None,
+            fin: None,
+            tree: Some(Tree { max, m }),
+        }
+    }
+
     /// kiln's min (`max == false`) or max of two values known to be clean (no NaN, no -0,
     /// see `clean`): one plain pick, exact because equal operands then have equal bits.
     pub(crate) fn plain_pick(&mut self, max: bool, a: &mut Val, b: &mut Val) -> Val {

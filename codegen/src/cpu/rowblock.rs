@@ -1,0 +1,339 @@
+//! Row blocks: a min or max window along the run axis, computed for several output rows at
+//! once.
+//!
+//! A stage whose value is a float min (or max) over the rows `first .. first + k` of one
+//! source, at the output's own column, is a vertical window reduction. Computed row by row
+//! it reads `k` rows per output row. The multi-row function instead computes [`BLOCK_ROWS`]
+//! (`R`, at most `k`) output rows per step from the `R + k - 1` source rows they cover, in
+//! registers, four columns at a time (van Herk/Gil-Werman within the block):
+//!
+//! * every window of the block contains rows `R-1 ..= k-1` (relative to the block's first
+//!   source row): their reduction `C` is computed once;
+//! * suffix reductions `S[j]` of rows `j ..= R-2` and prefix reductions `P[j]` of rows
+//!   `k ..= k+j-1` complete each window: output `j` is `S[j] ∘ C ∘ P[j]` (the parts that
+//!   exist).
+//!
+//! For `k = 15` and `R = 8` that is 22 loads and 33 picks per 8 output vectors, against 15
+//! loads and 14 picks per output vector, or a chain of scratch stages.
+//!
+//! Exact: kiln's float min and max form a semilattice (NaN absorbs and becomes canonical,
+//! -0 < +0, see `SEMANTICS.md`), so any grouping of the same rows gives the same bits. The
+//! picks are `values::Em`'s own: compare-form tree steps, or plain picks in the clean-input
+//! specialisation, and the result is made plain (canonical NaN) once per output.
+//!
+//! The block path runs only when the caller's rows are laid out as one source: every slot
+//! of the window reads row `first + j` of the output row at `ptr + j * row_step` of one
+//! base pointer and step, all column strides are 1 and at least `R` rows and 4 columns are
+//! asked for; otherwise (row-by-row calls, border rows, scratch rings that wrap) the
+//! ordinary row loop runs.
+
+use cranelift_codegen::ir::{condcodes::IntCC, BlockArg};
+use cranelift_codegen::ir::{types, InstBuilder, Value};
+use cranelift_frontend::FunctionBuilder;
+use kiln_ir::{BinaryOp, DType};
+
+use super::values::{mem, Em, Val};
+use super::{RowSlot, SlotKind};
+use crate::kernel::{Op, Stage};
+use crate::Fault;
+
+/// Output rows per block (at most the window's length).
+pub(crate) const BLOCK_ROWS: usize = 8;
+
+/// A stage that is a min or max window along the run axis (see the module docs).
+#[derive(Clone, Debug)]
+pub(crate) struct RowWindow {
+    /// A max window (`false`: min).
+    pub(crate) max: bool,
+    /// Window length `k` (source rows per output row).
+    pub(crate) len: usize,
+    /// Output rows per block, `R = min(BLOCK_ROWS, k)`.
+    pub(crate) rows: usize,
+    /// Every slot a window load reads, with its row offset relative to the first row.
+    pub(crate) slots: Vec<(usize, i64)>,
+    /// The slot of the window's first row (offset 0): the block's base pointer.
+    pub(crate) base: usize,
+    /// Every pick is a plain pick (the clean-input specialisation).
+    pub(crate) plain: bool,
+}
+
+/// Recognises a row window: the stage's value is a float min (or max) whose operands,
+/// through min (max) instructions only, are loads at column offset 0 of `Row` slots of one
+/// source, at the same outer offsets except along the run axis (the last one), covering a
+/// contiguous range of at least two rows. `slot_of` maps load instructions to slots;
+/// `plain_pick` marks the clean kernel's plain picks. `None` under a planted comparator
+/// swap (which the row-by-row path applies).
+pub(crate) fn detect(
+    stage: &Stage,
+    slots: &[RowSlot],
+    slot_of: &[Option<usize>],
+    plain_pick: &[bool],
+    fault: Option<Fault>,
+) -> Option<RowWindow> {
+    if fault == Some(Fault::SwapComparator) || stage.dtype() != DType::F32 {
+        return None;
+    }
+    let root = stage.result.0 as usize;
+    let op = match stage.insts[root].op {
+        Op::Binary(op @ (BinaryOp::Min | BinaryOp::Max), _, _) => op,
+        _ => return None,
+    };
+    let mut seen = vec![false; stage.insts.len()];
+    let mut stack = vec![root];
+    let mut leaves: Vec<usize> = Vec::new();
+    let mut plain = true;
+    while let Some(i) = stack.pop() {
+        if std::mem::replace(&mut seen[i], true) {
+            continue;
+        }
+        let inst = &stage.insts[i];
+        if inst.dtype != DType::F32 {
+            return None;
+        }
+        match &inst.op {
+            Op::Binary(o, a, b) if *o == op => {
+                plain &= plain_pick.get(i).copied().unwrap_or(false);
+                stack.push(a.0 as usize);
+                stack.push(b.0 as usize);
+            }
+            Op::Load { offset, .. } if offset.last() == Some(&0) => {
+                leaves.push(slot_of.get(i).copied().flatten()?);
+            }
+            _ => return None,
+        }
+    }
+    leaves.sort_unstable();
+    leaves.dedup();
+    let first = &slots[*leaves.first()?];
+    let SlotKind::Row { source, .. } = first.kind else {
+        return None;
+    };
+    let (_, first_rest) = first.outer_offset.split_last()?;
+    let mut dys = Vec::new();
+    for &s in &leaves {
+        let slot = &slots[s];
+        let (&dy, rest) = slot.outer_offset.split_last()?;
+        match slot.kind {
+            SlotKind::Row { source: src, .. } if src == source && rest == first_rest => {}
+            _ => return None,
+        }
+        dys.push((s, dy));
+    }
+    let lo = dys.iter().map(|&(_, dy)| dy).min()?;
+    let hi = dys.iter().map(|&(_, dy)| dy).max()?;
+    let len = usize::try_from(hi - lo + 1).ok()?;
+    let mut covered = vec![false; len];
+    for &(_, dy) in &dys {
+        covered[(dy - lo) as usize] = true;
+    }
+    if len < 2 || covered.contains(&false) {
+        return None;
+    }
+    let base = dys.iter().find(|&&(_, dy)| dy == lo)?.0;
+    Some(RowWindow {
+        max: op == BinaryOp::Max,
+        len,
+        rows: BLOCK_ROWS.min(len),
+        slots: dys.into_iter().map(|(s, dy)| (s, dy - lo)).collect(),
+        base,
+        plain,
+    })
+}
+
+fn arg(v: Value) -> BlockArg {
+    BlockArg::Value(v)
+}
+
+/// The row-loop values the block path needs, all defined before the loops.
+pub(crate) struct BlockArgs<'a> {
+    /// Slot pointers for output row 0.
+    pub(crate) ptrs: &'a [Value],
+    /// Slot row steps (bytes per output row).
+    pub(crate) row_steps: &'a [Value],
+    /// Whether every `Row` slot has column stride 1.
+    pub(crate) unit_strides: Option<Value>,
+    pub(crate) out: Value,
+    pub(crate) out_row_step: Value,
+    pub(crate) out_stride: Value,
+    pub(crate) width: Value,
+    pub(crate) nrows: Value,
+}
+
+/// Emits the block path from the current block: when the call qualifies (see the module
+/// docs) it computes all `nrows` rows in blocks and jumps to `done`; otherwise it jumps to
+/// `fallback` (the row loop), having computed nothing.
+pub(crate) fn emit(
+    b: &mut FunctionBuilder,
+    w: &RowWindow,
+    a: &BlockArgs,
+    fault: Option<Fault>,
+    fallback: cranelift_codegen::ir::Block,
+    fallback_args: &[BlockArg],
+    done: cranelift_codegen::ir::Block,
+) {
+    let i64t = types::I64;
+    let rows = w.rows as i64;
+    let lanes = 4i64;
+    // Does the call qualify?
+    let mut ok = b.ins().icmp_imm_s(IntCC::Equal, a.out_stride, 1);
+    if let Some(u) = a.unit_strides {
+        ok = b.ins().band(ok, u);
+    }
+    let enough_rows = b
+        .ins()
+        .icmp_imm_s(IntCC::SignedGreaterThanOrEqual, a.nrows, rows);
+    let enough_cols = b
+        .ins()
+        .icmp_imm_s(IntCC::SignedGreaterThanOrEqual, a.width, lanes);
+    ok = b.ins().band(ok, enough_rows);
+    ok = b.ins().band(ok, enough_cols);
+    let (p0, rs) = (a.ptrs[w.base], a.row_steps[w.base]);
+    for &(s, dy) in &w.slots {
+        // Slot `s` reads row `first + dy`: `p0 + dy * rs`, advancing by the same step.
+        let off = b.ins().imul_imm_s(rs, dy);
+        let want = b.ins().iadd(p0, off);
+        let same_ptr = b.ins().icmp(IntCC::Equal, a.ptrs[s], want);
+        let same_step = b.ins().icmp(IntCC::Equal, a.row_steps[s], rs);
+        ok = b.ins().band(ok, same_ptr);
+        ok = b.ins().band(ok, same_step);
+    }
+    let block_hdr = b.create_block();
+    b.append_block_param(block_hdr, i64t);
+    let zero = b.ins().iconst(i64t, 0);
+    b.ins()
+        .brif(ok, block_hdr, &[arg(zero)], fallback, fallback_args);
+
+    // One block of rows: the last one moved up to end at `nrows` (rows already written are
+    // written again with the same bits; the output overlaps no source row).
+    b.switch_to_block(block_hdr);
+    let r0 = b.block_params(block_hdr)[0];
+    let more = b.ins().icmp(IntCC::SignedLessThan, r0, a.nrows);
+    let block = b.create_block();
+    b.ins().brif(more, block, &[], done, &[]);
+    b.switch_to_block(block);
+    let last = b.ins().iadd_imm_s(a.nrows, -rows);
+    let rb = b.ins().smin(r0, last);
+    let src_off = b.ins().imul(rb, rs);
+    let src = b.ins().iadd(p0, src_off);
+    let dst_off = b.ins().imul(rb, a.out_row_step);
+    let dst = b.ins().iadd(a.out, dst_off);
+    // The column loop carries its source and output pointers (block parameters: Cranelift
+    // cannot move them into the loop, see `rowfn::build_rows`).
+    let col_hdr = b.create_block();
+    let col_body = b.create_block();
+    for blk in [col_hdr, col_body] {
+        for _ in 0..3 {
+            b.append_block_param(blk, i64t);
+        }
+    }
+    let col_tail = b.create_block();
+    let next_block = b.create_block();
+    b.ins().jump(col_hdr, &[arg(zero), arg(src), arg(dst)]);
+
+    b.switch_to_block(col_hdr);
+    let [x, sp, dp] = <[Value; 3]>::try_from(b.block_params(col_hdr)).expect("three params");
+    let xn = b.ins().iadd_imm_s(x, lanes);
+    let fits = b.ins().icmp(IntCC::SignedLessThanOrEqual, xn, a.width);
+    b.ins()
+        .brif(fits, col_body, &[arg(x), arg(sp), arg(dp)], col_tail, &[]);
+
+    // Columns left over: one vector ending at the last column, unless none is left.
+    b.switch_to_block(col_tail);
+    let left = b.ins().icmp(IntCC::SignedLessThan, x, a.width);
+    let xl = b.ins().iadd_imm_s(a.width, -lanes);
+    let xl_bytes = b.ins().ishl_imm_u(xl, 2);
+    let sl = b.ins().iadd(src, xl_bytes);
+    let dl = b.ins().iadd(dst, xl_bytes);
+    b.ins().brif(
+        left,
+        col_body,
+        &[arg(xl), arg(sl), arg(dl)],
+        next_block,
+        &[],
+    );
+
+    b.switch_to_block(next_block);
+    let r1 = b.ins().iadd_imm_s(r0, rows);
+    b.ins().jump(block_hdr, &[arg(r1)]);
+
+    b.switch_to_block(col_body);
+    let [x, sp, dp] = <[Value; 3]>::try_from(b.block_params(col_body)).expect("three params");
+    let mut em = Em {
+        b,
+        vec: true,
+        fault,
+        raw_nan: false,
+    };
+    block_step(&mut em, w, sp, rs, dp, a.out_row_step);
+    let b = em.b;
+    let x4 = b.ins().iadd_imm_s(x, lanes);
+    let sp4 = b.ins().iadd_imm_s(sp, 4 * lanes);
+    let dp4 = b.ins().iadd_imm_s(dp, 4 * lanes);
+    b.ins().jump(col_hdr, &[arg(x4), arg(sp4), arg(dp4)]);
+}
+
+/// One step of a block: the `R` output vectors at `dst`, `dst + ors`, ... from source rows
+/// `0 .. R + k - 1` at `src`, `src + rs`, ... (see the module docs). Rows are loaded in
+/// order, each just before its first use, and each output is stored (plain, canonical NaN)
+/// as soon as it is complete, so that few vectors are live at once:
+/// rows `0 ..= R-2` give the suffixes `S`, rows `R-1 ..= k-1` the common part `C`, and
+/// each row `k + j - 1` the prefix `P[j]` and with it output `j`.
+fn block_step(em: &mut Em, w: &RowWindow, src: Value, rs: Value, dst: Value, ors: Value) {
+    let (k, r, max, plain) = (w.len, w.rows, w.max, w.plain);
+    let d = DType::F32;
+    let mut p = src;
+    let mut row = 0usize;
+    let mut load = |em: &mut Em| -> Val {
+        if row > 0 {
+            p = em.b.ins().iadd(p, rs);
+        }
+        row += 1;
+        let v = em.b.ins().load(types::F32X4, mem(), p, 0);
+        if plain {
+            Val::plain(d, v)
+        } else {
+            em.tree_leaf(max, d, v)
+        }
+    };
+    let pick = |em: &mut Em, x: Val, y: Val| -> Val {
+        let (mut x, mut y) = (x, y);
+        if plain {
+            em.plain_pick(max, &mut x, &mut y)
+        } else {
+            em.float_minmax(max, &mut x, &mut y, true, true)
+        }
+    };
+    // Rows 0 ..= R-2, then S[j] = rows j ..= R-2.
+    let head: Vec<Val> = (0..r - 1).map(|_| load(em)).collect();
+    let mut suffix: Vec<Val> = head.clone();
+    for j in (0..r.saturating_sub(2)).rev() {
+        suffix[j] = pick(em, head[j], suffix[j + 1]);
+    }
+    // C = rows R-1 ..= k-1.
+    let mut c = load(em);
+    for _ in r..k {
+        let l = load(em);
+        c = pick(em, c, l);
+    }
+    let mut q = dst;
+    let mut prefix: Option<Val> = None;
+    for j in 0..r {
+        if j > 0 {
+            let l = load(em);
+            prefix = Some(match prefix {
+                Some(pj) => pick(em, pj, l),
+                None => l,
+            });
+            q = em.b.ins().iadd(q, ors);
+        }
+        let mut o = c;
+        if let Some(s) = suffix.get(j) {
+            o = pick(em, *s, o);
+        }
+        if let Some(pj) = prefix {
+            o = pick(em, o, pj);
+        }
+        let v = em.plain(&mut o);
+        em.b.ins().store(mem(), v, q, 0);
+    }
+}

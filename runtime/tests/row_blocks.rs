@@ -1,0 +1,145 @@
+//! Row blocks (`kiln_codegen`'s `cpu::rowblock`): an f32 min/max window along the rows is
+//! computed for blocks of up to 8 output rows at once. Checked bit for bit against the eager
+//! oracle for windows of 2 to 17 rows (blocks of 2 to 8 rows), heights that leave a partial
+//! last block or fewer rows than a block, widths below one vector and with a partial last
+//! vector, borders of every kind (constants of both zero signs and a NaN with a payload),
+//! data with NaN payloads, infinities, signed zeros and subnormals and clean data (which
+//! runs the clean-input specialisation's plain picks), unchunked and in chunks of one row
+//! (scratch rings that wrap, where the row loop takes over).
+
+mod common;
+
+use std::time::Duration;
+
+use common::{Rng, SPECIAL_F32};
+use kiln_ir::{Border, DType, Footprint, Graph, GraphBuilder, ReduceOp, Scalar};
+use kiln_runtime::eager;
+use kiln_runtime::fused::Engine;
+use kiln_runtime::tensor::first_difference;
+use kiln_runtime::{Storage, Tensor};
+
+/// f32 data; with `specials`, NaN payloads, infinities, signed zeros and subnormals in
+/// about 1 of 4 elements; ties either way.
+fn data(shape: &[usize], seed: u64, specials: bool) -> Tensor {
+    let n: usize = shape.iter().product();
+    let mut rng = Rng::new(seed);
+    let v = (0..n)
+        .map(|_| {
+            let k = rng.next();
+            match k % 8 {
+                0 | 1 if specials => f32::from_bits(SPECIAL_F32[(k / 8) as usize % 12]),
+                2 | 3 => ((k / 8) % 5) as f32 - 2.0,
+                _ => (k % 20011) as f32 * 0.013 - 100.0,
+            }
+        })
+        .collect();
+    Tensor::from_storage(Storage::F32(v), shape).unwrap()
+}
+
+/// One window reduction of an f32 `x` over a `ky x kx` scipy box.
+fn window_graph(shape: &[usize], op: ReduceOp, ky: usize, kx: usize, border: Border) -> Graph {
+    let mut b = GraphBuilder::new();
+    let x = b.input(DType::F32, shape).unwrap();
+    let fp = Footprint::scipy_box(&[ky, kx], &[0, 0]);
+    let w = b.window_reduce(x, op, &fp, border).unwrap();
+    b.finish(&[w]).unwrap()
+}
+
+/// The plan line that marks a row-blocked stage.
+const BLOCKED: &str = "output rows per step in the multi-row function";
+
+#[test]
+fn row_windows_are_blocked_and_others_are_not() {
+    let engine = Engine::new().with_tiering(false);
+    let plan = |g: &Graph| -> String {
+        let c = engine.compile(g).unwrap();
+        c.kernels.iter().map(|k| k.describe()).collect()
+    };
+    for (op, ky, kx) in [
+        (ReduceOp::Min, 15, 15),
+        (ReduceOp::Max, 15, 1),
+        (ReduceOp::Min, 2, 1),
+    ] {
+        let g = window_graph(&[1, 1, 64, 64], op, ky, kx, Border::Reflect);
+        let p = plan(&g);
+        assert!(p.contains(BLOCKED), "{op:?} {ky}x{kx}:\n{p}");
+    }
+    // A sum is not a lattice reduction; a row of 15 columns has no window along the rows.
+    for (op, ky, kx) in [(ReduceOp::Sum, 5, 1), (ReduceOp::Min, 1, 15)] {
+        let g = window_graph(&[1, 1, 64, 64], op, ky, kx, Border::Reflect);
+        let p = plan(&g);
+        assert!(!p.contains(BLOCKED), "{op:?} {ky}x{kx}:\n{p}");
+    }
+    // The clean-input specialisation blocks the rows too.
+    let engine = Engine::new();
+    let g = window_graph(&[1, 1, 64, 64], ReduceOp::Min, 15, 15, Border::Reflect);
+    let c = engine.compile(&g).unwrap();
+    assert!(c.wait_for_upgrades(Duration::from_secs(120)));
+    let clean = c.current_kernel(0).unwrap().clean.as_ref().unwrap();
+    assert!(clean.describe().contains(BLOCKED), "{}", clean.describe());
+}
+
+#[test]
+fn row_blocks_match_eager() {
+    let engines = [Engine::new(), Engine::new().with_scratch_budget(1)];
+    let nan_payload = Border::Constant(Scalar::F32(0xffc0_0001));
+    for op in [ReduceOp::Min, ReduceOp::Max] {
+        for (ky, kx) in [(2, 1), (5, 3), (8, 1), (9, 2), (15, 1), (17, 3)] {
+            for border in [
+                Border::Nearest,
+                Border::Reflect,
+                Border::Mirror,
+                Border::Wrap,
+                Border::Constant(Scalar::F32(0)),
+                Border::Constant(Scalar::F32(0x8000_0000)),
+                nan_payload,
+            ] {
+                for (h, w) in [(1, 5), (7, 13), (9, 1), (17, 3), (40, 9)] {
+                    let shape = [1, 2, h, w];
+                    let g = window_graph(&shape, op, ky, kx, border);
+                    let what = format!("{op:?} {ky}x{kx} {border} {h}x{w}");
+                    for (e, engine) in engines.iter().enumerate() {
+                        let compiled = engine.compile(&g).unwrap();
+                        assert!(compiled.wait_for_upgrades(Duration::from_secs(120)));
+                        for specials in [true, false] {
+                            let x = data(&shape, (h * 31 + w) as u64, specials);
+                            let want = eager::run(&g, std::slice::from_ref(&x)).unwrap();
+                            let got = compiled.run(engine, std::slice::from_ref(&x)).unwrap();
+                            if let Some(d) = first_difference(&want[0], &got[0]) {
+                                panic!("{what} engine {e} specials {specials}: differ at {d}");
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// One NaN, -0 or infinity at every row of a column reaches exactly the outputs whose
+/// window covers it, in every position of a block (a wrong suffix, prefix or common part
+/// would drop it or spread it).
+#[test]
+fn a_single_special_reaches_exactly_its_windows() {
+    let engine = Engine::new();
+    let (h, w) = (29, 6);
+    for op in [ReduceOp::Min, ReduceOp::Max] {
+        for ky in [3, 8, 15] {
+            let g = window_graph(&[1, 1, h, w], op, ky, 1, Border::Nearest);
+            let compiled = engine.compile(&g).unwrap();
+            assert!(compiled.wait_for_upgrades(Duration::from_secs(120)));
+            for special in [f32::NAN, -0.0, f32::INFINITY, f32::NEG_INFINITY, 0.0] {
+                for row in 0..h {
+                    let mut v: Vec<f32> = (0..h * w).map(|i| (i % 7) as f32 + 1.0).collect();
+                    v[row * w + 4] = special;
+                    let x = Tensor::from_storage(Storage::F32(v), &[1, 1, h, w]).unwrap();
+                    let want = eager::run(&g, std::slice::from_ref(&x)).unwrap();
+                    let got = compiled.run(&engine, std::slice::from_ref(&x)).unwrap();
+                    if let Some(d) = first_difference(&want[0], &got[0]) {
+                        panic!("{op:?} {ky}x1 {special} at row {row}: differ at {d}");
+                    }
+                }
+            }
+        }
+    }
+}
