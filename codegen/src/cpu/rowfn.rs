@@ -206,7 +206,9 @@ impl StagePlan {
     /// A rough measure of how much code the stage compiles to, for balancing compile
     /// threads: instructions times the vectors per shared step.
     pub(crate) fn compile_weight(&self, stage: &Stage) -> usize {
-        stage.insts.len() * self.shift.as_ref().map_or(2, |sp| sp.blocks + 1)
+        // A row block loads `rows + len - 1` rows and picks about three times per row.
+        let block = self.row_window.as_ref().map_or(0, |w| 4 * (w.rows + w.len));
+        stage.insts.len() * self.shift.as_ref().map_or(2, |sp| sp.blocks + 1) + block
     }
 
     /// Whether the vector interior shares work between neighbouring columns.
@@ -1519,7 +1521,7 @@ fn emit_row(
             let xn = b.ins().iadd_imm_s(x, block);
             b.ins().jump(wide_hdr, &[arg(xn)]);
         } else if let Some(vec_hdr) = vec_hdr {
-            if stage.insts.len() <= UNROLL_MAX_INSTS {
+            if stage.insts.len() <= UNROLL_MAX_INSTS && plan.row_window.is_none() {
                 // Small stages: two vectors per step first (more independent work per loop
                 // iteration), then the one-vector loop for the rest.
                 let hdr2 = b.create_block();
