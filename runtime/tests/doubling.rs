@@ -10,30 +10,13 @@
 
 mod common;
 
-use common::{Rng, SPECIAL_F32};
+use common::window_data;
 use kiln_ir::passes::{optimize, optimize_for, StageStorage};
 use kiln_ir::{Border, DType, Footprint, Graph, GraphBuilder, NodeKind, ReduceOp, Scalar};
 use kiln_runtime::eager;
 use kiln_runtime::fused::Engine;
 use kiln_runtime::tensor::first_difference;
 use kiln_runtime::{Storage, Tensor};
-
-/// f32 data: specials in about 1 of 4 elements, ties, random values.
-fn data(shape: &[usize], seed: u64) -> Tensor {
-    let n: usize = shape.iter().product();
-    let mut rng = Rng::new(seed);
-    let v = (0..n)
-        .map(|_| {
-            let k = rng.next();
-            match k % 8 {
-                0 | 1 => f32::from_bits(SPECIAL_F32[(k / 8) as usize % 12]),
-                2 | 3 => ((k / 8) % 5) as f32 - 2.0,
-                _ => (k % 20011) as f32 * 0.013 - 100.0,
-            }
-        })
-        .collect();
-    Tensor::from_storage(Storage::F32(v), shape).unwrap()
-}
 
 /// One window reduction of an f32 `x` over a scipy box of `size`.
 fn window_graph(shape: &[usize], op: ReduceOp, size: &[usize], border: Border) -> Graph {
@@ -95,7 +78,7 @@ fn doubled_windows_match_eager_for_every_height() {
                     assert!(links(&opt) >= 2, "{op:?} {ky}x{kx} {border}: not doubled");
                     let what = format!("{op:?} {ky}x{kx} {border} h={h}");
                     for seed in [1, 2] {
-                        let x = data(&shape, seed + h as u64);
+                        let x = window_data(&shape, seed + h as u64, true);
                         let want = eager::run(&g, std::slice::from_ref(&x)).unwrap();
                         let rewritten = eager::run(&opt, std::slice::from_ref(&x)).unwrap();
                         same(&want[0], &rewritten[0], &format!("{what} (rewrite, eager)"));

@@ -11,30 +11,12 @@ mod common;
 
 use std::time::Duration;
 
-use common::{Rng, SPECIAL_F32};
+use common::window_data as data;
 use kiln_ir::{Border, DType, Footprint, Graph, GraphBuilder, ReduceOp, Scalar};
 use kiln_runtime::eager;
 use kiln_runtime::fused::Engine;
 use kiln_runtime::tensor::first_difference;
 use kiln_runtime::{Storage, Tensor};
-
-/// f32 data; with `specials`, NaN payloads, infinities, signed zeros and subnormals in
-/// about 1 of 4 elements; ties either way.
-fn data(shape: &[usize], seed: u64, specials: bool) -> Tensor {
-    let n: usize = shape.iter().product();
-    let mut rng = Rng::new(seed);
-    let v = (0..n)
-        .map(|_| {
-            let k = rng.next();
-            match k % 8 {
-                0 | 1 if specials => f32::from_bits(SPECIAL_F32[(k / 8) as usize % 12]),
-                2 | 3 => ((k / 8) % 5) as f32 - 2.0,
-                _ => (k % 20011) as f32 * 0.013 - 100.0,
-            }
-        })
-        .collect();
-    Tensor::from_storage(Storage::F32(v), shape).unwrap()
-}
 
 /// One window reduction of an f32 `x` over a `ky x kx` scipy box.
 fn window_graph(shape: &[usize], op: ReduceOp, ky: usize, kx: usize, border: Border) -> Graph {

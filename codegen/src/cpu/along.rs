@@ -2,12 +2,12 @@
 //! elementwise combine step for outer axes.
 
 use cranelift_codegen::ir::condcodes::IntCC;
-use cranelift_codegen::ir::{types, BlockArg, InstBuilder, Type, Value};
+use cranelift_codegen::ir::{types, InstBuilder, Type, Value};
 use cranelift_frontend::FunctionBuilder;
 use kiln_ir::{DType, ReduceOp};
 
 use super::esize;
-use super::values::{mem, Em, Val};
+use super::values::{arg, mem, Em, Val};
 use crate::kernel::Kernel;
 use crate::{CodegenError, Fault};
 
@@ -49,10 +49,6 @@ pub(crate) fn validate(kernel: &Kernel, axis: usize, op: ReduceOp) -> Result<DTy
         return bad(format!("{op:?} does not accept {d}"));
     }
     Ok(d)
-}
-
-fn arg(v: Value) -> BlockArg {
-    BlockArg::Value(v)
 }
 
 fn step(

@@ -32,7 +32,7 @@ use cranelift_codegen::ir::{types, InstBuilder, Value};
 use cranelift_frontend::FunctionBuilder;
 use kiln_ir::{BinaryOp, DType};
 
-use super::values::{mem, Em, Val};
+use super::values::{arg, mem, Em, Val};
 use super::{RowSlot, SlotKind};
 use crate::kernel::{Op, Stage};
 use crate::Fault;
@@ -138,10 +138,6 @@ pub(crate) fn detect(
         base,
         plain,
     })
-}
-
-fn arg(v: Value) -> BlockArg {
-    BlockArg::Value(v)
 }
 
 /// The row-loop values the block path needs, all defined before the loops.

@@ -25,7 +25,7 @@ use cranelift_frontend::FunctionBuilder;
 use kiln_ir::{BinaryOp, Border, DType, Scalar, UnaryOp};
 
 use super::bytevec;
-use super::values::{mem, Em, Val};
+use super::values::{arg, mem, Em, Val};
 use super::{esize, RowSlot, SlotKind};
 use crate::kernel::{Kernel, KernelBody, Op, Source, Stage};
 use crate::{CodegenError, Fault};
@@ -1087,10 +1087,6 @@ fn fold_known(
     }
 }
 
-fn arg(v: Value) -> BlockArg {
-    BlockArg::Value(v)
-}
-
 /// Parameter types of a [`super::RowsFn`].
 pub(crate) fn rows_params() -> [Type; 8] {
     [types::I64; 8]
@@ -1128,10 +1124,11 @@ fn load_strides(b: &mut FunctionBuilder, plan: &StagePlan, strides: Value) -> Sl
     out
 }
 
-/// Loads the slot pointers from the `rows` array.
-fn load_ptrs(b: &mut FunctionBuilder, plan: &StagePlan, rows: Value) -> Vec<Value> {
+/// Loads one word per slot from the argument array `words` (the slot pointers, or their
+/// row steps).
+fn load_per_slot(b: &mut FunctionBuilder, plan: &StagePlan, words: Value) -> Vec<Value> {
     (0..plan.slots.len())
-        .map(|s| b.ins().load(types::I64, mem(), rows, (8 * s) as i32))
+        .map(|s| b.ins().load(types::I64, mem(), words, (8 * s) as i32))
         .collect()
 }
 
@@ -1187,10 +1184,8 @@ pub(crate) fn build_rows(
     // row steps (no multiplication per row). Measured: computed in the row as
     // `rows[s] + r * row_steps[s]`, Cranelift's mid-end placed them, and the row's other
     // invariants, in the header of a column loop, at every step, and spilled them.
-    let base = load_ptrs(b, plan, rows);
-    let row_step: Vec<Value> = (0..plan.slots.len())
-        .map(|s| b.ins().load(i64t, mem(), row_steps, (8 * s) as i32))
-        .collect();
+    let base = load_per_slot(b, plan, rows);
+    let row_step = load_per_slot(b, plan, row_steps);
     let slot_strides = load_strides(b, plan, strides);
     let width_m1 = b.ins().iadd_imm_s(width, -1);
     let hdr = b.create_block();
@@ -1308,7 +1303,7 @@ pub(crate) fn build_border(
     let (rows, strides, out, out_stride, width, xs) = (
         params[0], params[1], params[2], params[3], params[4], params[5],
     );
-    let ptrs = load_ptrs(b, plan, rows);
+    let ptrs = load_per_slot(b, plan, rows);
     let slot_strides = load_strides(b, plan, strides);
     let width_m1 = b.ins().iadd_imm_s(width, -1);
     let ctx = row_ctx(b, ptrs, &slot_strides, width, width_m1);

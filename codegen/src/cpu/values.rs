@@ -102,6 +102,11 @@ pub(crate) fn mem() -> MemFlagsData {
     MemFlagsData::new().with_notrap()
 }
 
+/// A value as a block argument.
+pub(crate) fn arg(v: Value) -> cranelift_codegen::ir::BlockArg {
+    cranelift_codegen::ir::BlockArg::Value(v)
+}
+
 impl Em<'_, '_> {
     /// Register type of a value of dtype `d`.
     pub(crate) fn ty(&self, d: DType) -> Type {

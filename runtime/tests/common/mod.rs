@@ -35,3 +35,22 @@ impl Rng {
         self.0 >> 33
     }
 }
+
+/// f32 data for window tests; with `specials`, NaN payloads, infinities, signed zeros and
+/// subnormals in about 1 of 4 elements; ties either way. (Not every test binary uses it.)
+#[allow(dead_code)]
+pub fn window_data(shape: &[usize], seed: u64, specials: bool) -> kiln_runtime::Tensor {
+    let n: usize = shape.iter().product();
+    let mut rng = Rng::new(seed);
+    let v = (0..n)
+        .map(|_| {
+            let k = rng.next();
+            match k % 8 {
+                0 | 1 if specials => f32::from_bits(SPECIAL_F32[(k / 8) as usize % 12]),
+                2 | 3 => ((k / 8) % 5) as f32 - 2.0,
+                _ => (k % 20011) as f32 * 0.013 - 100.0,
+            }
+        })
+        .collect();
+    kiln_runtime::Tensor::from_storage(kiln_runtime::Storage::F32(v), shape).unwrap()
+}
