@@ -16,7 +16,7 @@ use kiln_ir::{Border, DType, Footprint, Graph, GraphBuilder, NodeKind, ReduceOp,
 use kiln_runtime::eager;
 use kiln_runtime::fused::Engine;
 use kiln_runtime::tensor::first_difference;
-use kiln_runtime::{Storage, Tensor};
+use kiln_runtime::Tensor;
 
 /// One window reduction of an f32 `x` over a scipy box of `size`.
 fn window_graph(shape: &[usize], op: ReduceOp, size: &[usize], border: Border) -> Graph {
