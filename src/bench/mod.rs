@@ -11,6 +11,7 @@ pub mod json;
 pub mod mem;
 pub mod stats;
 
+use std::mem::MaybeUninit;
 use std::time::Instant;
 
 use kiln_ir::{DType, TensorType};
@@ -286,7 +287,8 @@ pub fn time_it<E>(opts: &BenchOptions, mut f: impl FnMut() -> Result<(), E>) -> 
 
 /// Copies `src` into `dst` in `threads` (or more) contiguous chunks on `pool`, so that every
 /// thread streams its own part. Lengths may differ: `dst` is filled by repeating `src`.
-pub fn parallel_copy(pool: &rayon::ThreadPool, src: &[u8], dst: &mut [u8]) {
+/// `dst` may be uninitialised (a fresh buffer is not zeroed first, like kiln's outputs).
+pub fn parallel_copy(pool: &rayon::ThreadPool, src: &[u8], dst: &mut [MaybeUninit<u8>]) {
     if src.is_empty() {
         return;
     }
@@ -297,7 +299,7 @@ pub fn parallel_copy(pool: &rayon::ThreadPool, src: &[u8], dst: &mut [u8]) {
             let mut d = d;
             while !d.is_empty() {
                 let n = d.len().min(src.len() - pos);
-                d[..n].copy_from_slice(&src[pos..pos + n]);
+                d[..n].write_copy_of_slice(&src[pos..pos + n]);
                 d = &mut d[n..];
                 pos = 0;
             }
@@ -318,14 +320,17 @@ pub fn copy_floor(
         Err(_) => return (Stats::default(), Stats::default()),
     };
     let src: Vec<u8> = (0..in_bytes.max(1)).map(|i| (i % 251) as u8 + 1).collect();
+    // A fresh output is allocated without zeroing, as kiln allocates its outputs (a zeroed
+    // `vec!` would add a memset of the whole buffer to the floor whenever the allocator
+    // reuses memory).
     let fresh = time_it::<()>(opts, || {
-        let mut dst = vec![0u8; out_bytes];
-        parallel_copy(&pool, &src, &mut dst);
+        let mut dst: Vec<u8> = Vec::with_capacity(out_bytes);
+        parallel_copy(&pool, &src, dst.spare_capacity_mut());
         std::hint::black_box(&dst);
         Ok(())
     })
     .unwrap_or_default();
-    let mut dst = vec![0u8; out_bytes];
+    let mut dst = vec![MaybeUninit::new(0u8); out_bytes];
     let warm = time_it::<()>(opts, || {
         parallel_copy(&pool, &src, &mut dst);
         std::hint::black_box(&dst);
@@ -597,9 +602,12 @@ mod tests {
             .build()
             .unwrap();
         let src: Vec<u8> = (0..100_000u32).map(|i| (i % 253) as u8).collect();
-        let mut dst = vec![0u8; 250_000];
+        let mut dst = vec![MaybeUninit::new(0xffu8); 250_000];
         parallel_copy(&pool, &src, &mut dst);
-        for (i, &d) in dst.iter().enumerate() {
+        for (i, d) in dst.iter().enumerate() {
+            // SAFETY: every element was initialised by `vec!` (0xff, which no source byte
+            // is) and is only ever overwritten with initialised bytes.
+            let d = unsafe { d.assume_init() };
             assert_eq!(d, src[i % src.len()], "byte {i}");
         }
     }

@@ -160,12 +160,14 @@ impl Engine {
             kernels.push(first);
             upgrades.push(upgrade);
         }
+        let plans = partition_plans(&partition);
         Ok(CompiledGraph {
             optimized,
             partition,
             kernels,
             upgrades,
             compile_ms: t0.elapsed().as_secs_f64() * 1e3,
+            plans,
         })
     }
 
@@ -231,6 +233,17 @@ pub struct CompiledGraph {
     pub upgrades: Vec<Option<Arc<Upgrade>>>,
     /// Wall-clock milliseconds of the whole compile (passes, lowering, Cranelift).
     pub compile_ms: f64,
+    /// Per group: the stencil scheduler's block plans from earlier runs.
+    plans: Vec<stencil::PlanCache>,
+}
+
+/// One empty plan cache per group of `partition`.
+fn partition_plans(partition: &Partition) -> Vec<stencil::PlanCache> {
+    partition
+        .groups
+        .iter()
+        .map(|_| stencil::PlanCache::default())
+        .collect()
 }
 
 impl CompiledGraph {
@@ -371,7 +384,11 @@ impl CompiledGraph {
                 Some(clean) if inputs_clean(&args) => &**clean,
                 _ => &*kernel,
             };
-            let out = run_kernel(kernel, &args, &root.ty.shape, scratch_budget, reuse)?;
+            let plans = self
+                .plans
+                .get(gi)
+                .ok_or_else(|| RuntimeError::Shape(format!("no plan cache for group {gi}")))?;
+            let out = run_kernel(kernel, &args, &root.ty.shape, scratch_budget, reuse, plans)?;
             values.insert(group.root, out);
             for &i in &group.inputs {
                 if let Some(u) = uses.get_mut(&i) {
@@ -477,6 +494,7 @@ pub(crate) fn run_kernel(
     shape: &[usize],
     scratch_budget: usize,
     reuse: Option<Storage>,
+    plans: &stencil::PlanCache,
 ) -> Result<Tensor, RuntimeError> {
     let k = &kernel.kernel;
     if args.len() != k.inputs.len() {
@@ -512,7 +530,7 @@ pub(crate) fn run_kernel(
                     ))
                 }
             };
-            stencil::run(stages, &dtypes, args, shape, scratch_budget, reuse)
+            stencil::run(stages, &dtypes, args, shape, scratch_budget, reuse, plans)
         }
         CpuBody::AlongAxis {
             axis,
