@@ -179,11 +179,14 @@ pub struct BenchRow {
     pub status: Status,
     /// Kernels after fusion.
     pub kernels: usize,
-    /// Compile time of the fused graph in milliseconds (a fresh engine: no cache hits),
-    /// until its kernels can run.
+    /// Compile time of the fused graph in milliseconds, until its kernels can run: the
+    /// median of [`COMPILE_REPEATS`] compiles, each with a fresh engine (no cache hits).
     pub compile_ms: f64,
+    /// Every compile time behind `compile_ms`, in order (the first is the process's first
+    /// compile of this graph at this thread count).
+    pub compile_samples: Vec<f64>,
     /// Milliseconds of the background compiles with a bigger step budget (tiered kernels
-    /// only; the timings are taken after they landed).
+    /// only; the timings are taken after they landed): the median over the same compiles.
     pub upgrade_compile_ms: Option<f64>,
     /// Timings of the fused run in milliseconds (a fresh output each call, as `run` gives).
     pub time: Stats,
@@ -215,6 +218,7 @@ impl BenchRow {
             status,
             kernels: 0,
             compile_ms: f64::NAN,
+            compile_samples: Vec::new(),
             upgrade_compile_ms: None,
             time: Stats::default(),
             time_reused: Stats::default(),
@@ -340,6 +344,9 @@ pub fn copy_floor(
     (fresh, warm)
 }
 
+/// Fresh-engine compiles per workload and thread count; `compile_ms` is their median.
+pub const COMPILE_REPEATS: usize = 5;
+
 /// Runs one workload at one thread count: generate, compile (fresh engine), measure peak
 /// memory of the first run, time the fused run and the copy floor. Errors become rows.
 /// Returns the row and the outputs of the last run (for `--dump-outputs`).
@@ -359,33 +366,51 @@ pub fn run_workload(w: &Workload, threads: usize, opts: &BenchOptions) -> (Bench
     };
     let mut row = BenchRow::empty(w, threads, Status::Ok);
     row.input_checksum = checksum(&input);
-    let engine = Engine::with_options(opts.compile.clone())
-        .with_threads(threads)
-        .with_window_doubling(opts.window_doubling)
-        .with_tiering(opts.tiering);
-    let engine = match opts.scratch_budget {
-        Some(b) => engine.with_scratch_budget(b),
-        None => engine,
-    };
-    let compiled = match engine.compile(&graph) {
-        Ok(c) => c,
-        Err(e) => return failed(row, e),
-    };
-    row.compile_ms = compiled.compile_ms;
-    row.kernels = compiled.kernel_count();
-    // Tiered kernels: time the steady state, after the background compile (its time is
-    // reported on its own; runs before it lands use the first compile).
-    if compiled.wait_for_upgrades(std::time::Duration::from_secs(60)) {
-        let upgraded: Vec<f64> = compiled
-            .upgrades
-            .iter()
-            .flatten()
-            .filter_map(|u| u.get().map(|k| k.compile_ms))
-            .collect();
-        if !upgraded.is_empty() {
-            row.upgrade_compile_ms = Some(upgraded.iter().sum());
+    let make_engine = || {
+        let engine = Engine::with_options(opts.compile.clone())
+            .with_threads(threads)
+            .with_window_doubling(opts.window_doubling)
+            .with_tiering(opts.tiering);
+        match opts.scratch_budget {
+            Some(b) => engine.with_scratch_budget(b),
+            None => engine,
         }
+    };
+    // Compile times are single shots that vary between runs, so the graph is compiled
+    // several times, each with a fresh engine, and the median is reported. Each compile's
+    // background compile (tiered kernels) is waited for before the next starts, so that
+    // none competes with another; the timings below run the last compile's kernels, in
+    // their steady state.
+    let mut last = None;
+    let mut upgrade_samples = Vec::new();
+    for _ in 0..COMPILE_REPEATS {
+        let engine = make_engine();
+        let fresh = match engine.compile(&graph) {
+            Ok(c) => c,
+            Err(e) => return failed(row, e),
+        };
+        row.compile_samples.push(fresh.compile_ms);
+        if fresh.wait_for_upgrades(std::time::Duration::from_secs(60)) {
+            let upgraded: Vec<f64> = fresh
+                .upgrades
+                .iter()
+                .flatten()
+                .filter_map(|u| u.get().map(|k| k.compile_ms))
+                .collect();
+            if !upgraded.is_empty() {
+                upgrade_samples.push(upgraded.iter().sum());
+            }
+        }
+        last = Some((engine, fresh));
     }
+    let Some((engine, compiled)) = last else {
+        return failed(row, "no compile");
+    };
+    row.compile_ms = Stats::from_samples(&row.compile_samples).median;
+    if !upgrade_samples.is_empty() {
+        row.upgrade_compile_ms = Some(Stats::from_samples(&upgrade_samples).median);
+    }
+    row.kernels = compiled.kernel_count();
     let inputs = std::slice::from_ref(&input);
 
     // Peak memory: reset the high-water mark, note the resident size, run, read the mark.
@@ -499,6 +524,10 @@ pub fn row_json(r: &BenchRow) -> json::Json {
         ("reason", Json::str(reason)),
         ("kernels", Json::Int(r.kernels as i128)),
         ("compile_ms", Json::Num(r.compile_ms)),
+        (
+            "compile_samples_ms",
+            Json::Arr(r.compile_samples.iter().map(|&v| Json::Num(v)).collect()),
+        ),
         (
             "upgrade_compile_ms",
             r.upgrade_compile_ms.map_or(Json::Null, Json::Num),
@@ -667,6 +696,11 @@ mod tests {
         assert_eq!(row.in_bytes, 64 * 64 * 4);
         assert_eq!(row.out_bytes, 64 * 64 * 4);
         assert!(row.compile_ms > 0.0 && row.kernels >= 1);
+        // The reported compile time is the median of the fresh-engine compiles.
+        assert_eq!(row.compile_samples.len(), COMPILE_REPEATS);
+        let mut sorted = row.compile_samples.clone();
+        sorted.sort_by(f64::total_cmp);
+        assert_eq!(row.compile_ms, sorted[COMPILE_REPEATS / 2]);
         let graph = kiln_ops::build_op(&w.op, &w.params, &w.tensor_type()).unwrap();
         let x = generate(w.dtype, &w.shape, w.seed).unwrap();
         let want = crate::eager::run(&graph, std::slice::from_ref(&x)).unwrap();

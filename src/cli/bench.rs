@@ -267,9 +267,9 @@ pub fn run(a: BenchArgs) -> Result<ExitCode, CliError> {
             "median/iqr: fused run (fresh output each call); floor: parallel copy of the input \
              bytes into a fresh output-sized buffer (floor*: into a reused one), same threads; \
              /floor = median / floor; kiln*: fused run into the previous call's outputs \
-             (run_into), /floor* = kiln* / floor*; compile: ms, fresh engine, until the kernels run \
-             (+ ms of the background compile with bigger vector steps, for tiered kernels, \
-             timed after it landed); peak+: peak RSS \
+             (run_into), /floor* = kiln* / floor*; compile: ms until the kernels run, median of 5 \
+             compiles with fresh engines (+ ms of the background compile with bigger vector \
+             steps, for tiered kernels, timed after it landed, median); peak+: peak RSS \
              above the level before the first run (MiB)"
         );
     }
