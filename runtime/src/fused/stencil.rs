@@ -191,6 +191,8 @@ struct Job<'a> {
     scratch_budget: usize,
     /// Output rows per block (the last block may have fewer).
     block: usize,
+    /// Blocks of the output.
+    nblocks: usize,
     /// Plans of earlier runs.
     plans: &'a PlanCache,
 }
@@ -354,6 +356,7 @@ pub(crate) fn run(
         interior,
         scratch_budget,
         block,
+        nblocks,
         plans,
     };
     let out_dtype = dtypes[dtypes.len() - 1];
@@ -542,7 +545,6 @@ impl Job<'_> {
     /// this shape, else made now and kept.
     fn cached_plan(&self, r0: usize, r1: usize, chunk: usize) -> Arc<BlockPlan> {
         let b = r0 / self.block;
-        let nblocks = self.rows().div_ceil(self.block);
         let same = |e: &CachedPlans| {
             e.shape == self.shape
                 && e.block == self.block
@@ -576,7 +578,7 @@ impl Job<'_> {
                     shape: self.shape.to_vec(),
                     block: self.block,
                     chunk,
-                    plans: vec![None; nblocks],
+                    plans: vec![None; self.nblocks],
                 });
                 cache.len() - 1
             }
@@ -585,11 +587,6 @@ impl Job<'_> {
             *slot = Some(plan.clone());
         }
         plan
-    }
-
-    /// Output rows (every index tuple but the innermost axis).
-    fn rows(&self) -> usize {
-        self.shape[..self.shape.len() - 1].iter().product()
     }
 
     /// Works backwards from output rows `r0..r1` (in chunks of `chunk` rows) to the rows of
