@@ -1185,7 +1185,6 @@ pub(crate) fn build_rows(
     // `rows[s] + r * row_steps[s]`, Cranelift's mid-end placed them, and the row's other
     // invariants, in the header of a column loop, at every step, and spilled them.
     let base = load_per_slot(b, plan, rows);
-    let row_step = load_per_slot(b, plan, row_steps);
     let slot_strides = load_strides(b, plan, strides);
     let width_m1 = b.ins().iadd_imm_s(width, -1);
     let hdr = b.create_block();
@@ -1200,6 +1199,8 @@ pub(crate) fn build_rows(
     first.extend(base.iter().map(|&p| arg(p)));
     match &plan.row_window {
         Some(w) => {
+            // The row block's own copy of the row steps (the row loop loads them per row).
+            let row_step = load_per_slot(b, plan, row_steps);
             let args = super::rowblock::BlockArgs {
                 ptrs: &base,
                 row_steps: &row_step,
