@@ -103,6 +103,57 @@ pub fn apply<T: Ord + Copy>(pairs: &[(u32, u32)], wires: &mut [T]) {
     }
 }
 
+/// Batcher's odd-even merge of two sorted lists, for any lengths: wires `0..p` carry the
+/// first list ascending, wires `p..p + q` the second. Returns the comparators (`(i, j)`,
+/// `i < j`, min on `i`) and, per rank `r < p + q`, the wire that holds the `r`-th smallest
+/// value afterwards (a comparator on two wires puts its minimum on the lower-numbered one,
+/// so ranks end up on a permutation of the wires rather than in wire order).
+///
+/// Recursion (Knuth, TAOCP 5.3.4): merge the even-indexed elements of both lists and the
+/// odd-indexed ones; the result is the first even merge value, then each odd value
+/// compared with the next even value. Every output wire is written by a comparator when
+/// `p == q >= 1`. [`merge_network`]'s tests check every sorted 0-1 input for `p, q <= 12`.
+pub fn merge_network(p: usize, q: usize) -> (Vec<(u32, u32)>, Vec<u32>) {
+    /// A comparator on wires `x` and `y`: the minimum lands on the lower-numbered wire.
+    fn compare(pairs: &mut Vec<(u32, u32)>, x: u32, y: u32) -> [u32; 2] {
+        let (lo, hi) = (x.min(y), x.max(y));
+        pairs.push((lo, hi));
+        [lo, hi]
+    }
+    /// Merges the lists on wires `a` and `b` (each ascending by rank); returns the wires by
+    /// rank.
+    fn merge(a: &[u32], b: &[u32], pairs: &mut Vec<(u32, u32)>) -> Vec<u32> {
+        match (a, b) {
+            ([], _) => return b.to_vec(),
+            (_, []) => return a.to_vec(),
+            ([x], [y]) => return compare(pairs, *x, *y).to_vec(),
+            _ => {}
+        }
+        let evens = |l: &[u32]| l.iter().step_by(2).copied().collect::<Vec<_>>();
+        let odds = |l: &[u32]| l.iter().skip(1).step_by(2).copied().collect::<Vec<_>>();
+        let v = merge(&evens(a), &evens(b), pairs);
+        let w = merge(&odds(a), &odds(b), pairs);
+        let n = a.len() + b.len();
+        let mut out = vec![v[0]];
+        let mut i = 0;
+        while out.len() < n {
+            match (w.get(i), v.get(i + 1)) {
+                (Some(&x), Some(&y)) => out.extend(compare(pairs, x, y)),
+                (Some(&x), None) => out.push(x),
+                (None, Some(&y)) => out.push(y),
+                (None, None) => break,
+            }
+            i += 1;
+        }
+        out
+    }
+    let a: Vec<u32> = (0..p as u32).collect();
+    let b: Vec<u32> = (p as u32..(p + q) as u32).collect();
+    let mut pairs = Vec::new();
+    let ranks = merge(&a, &b, &mut pairs);
+    (pairs, ranks)
+}
+
 /// Largest number of precondition 0-1 vectors, `(ky + 1)^kx`, for which
 /// [`sorted_columns_selection`] derives a network (each wire's state is a bitset over them).
 pub const MAX_PRECONDITION_VECTORS: usize = 1 << 20;
@@ -189,6 +240,45 @@ pub fn sorted_columns_selection(ky: usize, kx: usize, rank: usize) -> Option<Net
     } else {
         structured
     };
+    memo.lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .insert(key, net.clone());
+    net
+}
+
+/// A comparator network that selects the `rank`-th smallest (0-based) of values that come
+/// in sorted groups: wires `start..start + sizes[g]` (`start` the sum of the earlier sizes)
+/// carry group `g` ascending. The derivation and its exhaustive check are those of
+/// [`sorted_columns_selection`] (which is the case of `kx` groups of `ky`), over the
+/// `∏ (sizes[g] + 1)` precondition 0-1 vectors, from the sorted groups alone. Returns `None`
+/// under the same limits: fewer than two groups, an empty group, `rank >= n`, more than
+/// [`MAX_SORTED_COLUMNS_WIRES`] wires, more than [`MAX_PRECONDITION_VECTORS`] vectors, or
+/// more than [`MAX_DERIVATION_WORK`]. Memoised process-wide.
+pub fn sorted_groups_selection(sizes: &[usize], rank: usize) -> Option<Network> {
+    if sizes.len() < 2 || sizes.contains(&0) {
+        return None;
+    }
+    let n = sizes
+        .iter()
+        .try_fold(0usize, |acc, &s| acc.checked_add(s))?;
+    if rank >= n || n > MAX_SORTED_COLUMNS_WIRES {
+        return None;
+    }
+    let vectors = sizes.iter().try_fold(1usize, |acc, &s| {
+        acc.checked_mul(s + 1)
+            .filter(|&v| v <= MAX_PRECONDITION_VECTORS)
+    })?;
+    if n.checked_pow(3)?.checked_mul(vectors.div_ceil(64))? > MAX_DERIVATION_WORK {
+        return None;
+    }
+    type Memo = Mutex<HashMap<(Vec<usize>, usize), Option<Network>>>;
+    static MEMO: OnceLock<Memo> = OnceLock::new();
+    let memo = MEMO.get_or_init(|| Mutex::new(HashMap::new()));
+    let key = (sizes.to_vec(), rank);
+    if let Some(hit) = memo.lock().unwrap_or_else(|e| e.into_inner()).get(&key) {
+        return hit.clone();
+    }
+    let net = derive_sorted_groups(sizes, rank, vectors, &[]);
     memo.lock()
         .unwrap_or_else(|e| e.into_inner())
         .insert(key, net.clone());
@@ -391,7 +481,19 @@ fn derive_sorted_columns(
     vectors: usize,
     prefix: &[(u32, u32)],
 ) -> Option<Network> {
-    let n = ky * kx;
+    derive_sorted_groups(&vec![ky; kx], rank, vectors, prefix)
+}
+
+/// The search of [`sorted_groups_selection`]: wires `start(g)..start(g) + sizes[g]` carry
+/// group `g` ascending (arguments already checked: `vectors` is the product of
+/// `sizes[g] + 1`, at most 64 wires).
+fn derive_sorted_groups(
+    sizes: &[usize],
+    rank: usize,
+    vectors: usize,
+    prefix: &[(u32, u32)],
+) -> Option<Network> {
+    let n: usize = sizes.iter().sum();
     let words = vectors.div_ceil(64);
     // Initial wire bitsets and the expected output bitset.
     let mut bits = vec![0u64; n * words];
@@ -400,13 +502,15 @@ fn derive_sorted_columns(
         let (word, bit) = (v / 64, 1u64 << (v % 64));
         let mut rest = v;
         let mut ones = 0;
-        for c in 0..kx {
-            let z = rest % (ky + 1);
-            rest /= ky + 1;
+        let mut start = 0;
+        for &size in sizes {
+            let z = rest % (size + 1);
+            rest /= size + 1;
             ones += z;
-            for r in ky - z..ky {
-                bits[(c * ky + r) * words + word] |= bit;
+            for w in start + size - z..start + size {
+                bits[w * words + word] |= bit;
             }
+            start += size;
         }
         if ones >= n - rank {
             expect[word] |= bit;
@@ -568,6 +672,139 @@ mod tests {
             }
             z[c] += 1;
         }
+    }
+
+    /// Whether `merge_network(p, q)` merges every pair of sorted 0-1 lists: wire `rank[r]`
+    /// must then hold the `r`-th smallest bit.
+    fn merges_all_sorted_01_inputs(p: usize, q: usize, pairs: &[(u32, u32)], rank: &[u32]) -> bool {
+        (0..=p).all(|za| {
+            (0..=q).all(|zb| {
+                // `za` ones at the top of the first list, `zb` at the top of the second.
+                let mut wires: Vec<u8> = (0..p + q)
+                    .map(|w| u8::from(if w < p { w >= p - za } else { w - p >= q - zb }))
+                    .collect();
+                apply(pairs, &mut wires);
+                (0..p + q).all(|r| wires[rank[r] as usize] == u8::from(r >= p + q - za - zb))
+            })
+        })
+    }
+
+    #[test]
+    fn merge_network_merges_every_sorted_01_input() {
+        for p in 0..=12 {
+            for q in 0..=12 {
+                let (pairs, rank) = merge_network(p, q);
+                assert!(pairs.iter().all(|&(i, j)| i < j && (j as usize) < p + q));
+                let mut seen = rank.clone();
+                seen.sort_unstable();
+                assert_eq!(seen, (0..(p + q) as u32).collect::<Vec<_>>(), "{p}+{q}");
+                assert!(merges_all_sorted_01_inputs(p, q, &pairs, &rank), "{p}+{q}");
+            }
+        }
+        // Batcher's merge of two sorted lists of 4 has 9 comparators, of 8 has 25.
+        assert_eq!(merge_network(4, 4).0.len(), 9);
+        assert_eq!(merge_network(8, 8).0.len(), 25);
+    }
+
+    #[test]
+    fn merge_network_equal_halves_write_every_output() {
+        for p in 1..=12 {
+            let (pairs, rank) = merge_network(p, p);
+            for &w in &rank {
+                assert!(
+                    pairs.iter().any(|&(i, j)| i == w || j == w),
+                    "{p}+{p} wire {w}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn merge_check_can_fail() {
+        let (pairs, rank) = merge_network(5, 5);
+        for skip in 0..pairs.len() {
+            let mut p = pairs.clone();
+            p.remove(skip);
+            assert!(
+                !merges_all_sorted_01_inputs(5, 5, &p, &rank),
+                "dropped {skip}"
+            );
+        }
+        let mut swapped = rank.clone();
+        swapped.swap(4, 5);
+        assert!(!merges_all_sorted_01_inputs(5, 5, &pairs, &swapped));
+    }
+
+    /// Runs `net` on every precondition vector of sorted groups of `sizes` and checks its
+    /// output against the `rank`-th smallest bit (plain per-vector simulation).
+    fn check_sorted_groups(sizes: &[usize], rank: usize, net: &Network) -> bool {
+        let n: usize = sizes.iter().sum();
+        let mut z = vec![0usize; sizes.len()];
+        loop {
+            let mut wires = Vec::with_capacity(n);
+            for (g, &size) in sizes.iter().enumerate() {
+                wires.extend((0..size).map(|r| u8::from(r >= size - z[g])));
+            }
+            let mut sorted = wires.clone();
+            sorted.sort_unstable();
+            apply(&net.pairs, &mut wires);
+            if wires[net.output as usize] != sorted[rank] {
+                return false;
+            }
+            let mut g = 0;
+            while g < sizes.len() && z[g] == sizes[g] {
+                z[g] = 0;
+                g += 1;
+            }
+            if g == sizes.len() {
+                return true;
+            }
+            z[g] += 1;
+        }
+    }
+
+    #[test]
+    fn sorted_groups_every_rank() {
+        for sizes in [
+            vec![1usize, 1],
+            vec![6, 3],
+            vec![8, 8],
+            vec![6, 6, 3],
+            vec![10, 10, 5],
+            vec![2, 7, 4],
+        ] {
+            let n: usize = sizes.iter().sum();
+            for rank in 0..n {
+                let net = sorted_groups_selection(&sizes, rank)
+                    .unwrap_or_else(|| panic!("{sizes:?} rank {rank}"));
+                assert_eq!(net.width as usize, n);
+                assert!(net.pairs.iter().all(|&(i, j)| i < j && (j as usize) < n));
+                assert!(
+                    check_sorted_groups(&sizes, rank, &net),
+                    "{sizes:?} rank {rank}"
+                );
+            }
+        }
+        // Equal groups are the sorted-columns case, searched from the columns alone.
+        let groups = sorted_groups_selection(&[3, 3, 3], 4).unwrap();
+        assert_eq!(groups, derive_sorted_columns(3, 3, 4, 64, &[]).unwrap());
+        let mut broken = sorted_groups_selection(&[10, 10, 5], 12).unwrap();
+        assert!(!check_sorted_groups(&[10, 10, 5], 11, &broken));
+        broken.pairs.pop();
+        assert!(!check_sorted_groups(&[10, 10, 5], 12, &broken));
+    }
+
+    #[test]
+    fn sorted_groups_refusals() {
+        assert!(sorted_groups_selection(&[5], 2).is_none());
+        assert!(sorted_groups_selection(&[], 0).is_none());
+        assert!(sorted_groups_selection(&[3, 0, 3], 2).is_none());
+        assert!(sorted_groups_selection(&[3, 3], 6).is_none());
+        assert!(sorted_groups_selection(&[40, 30], 10).is_none());
+        assert!(sorted_groups_selection(&[usize::MAX, 2], 0).is_none());
+        // 8^7 precondition vectors, and 15^3 * 8 over the work budget.
+        assert!(sorted_groups_selection(&[7; 7], 24).is_none());
+        assert!(sorted_groups_selection(&[14, 14, 14, 7], 24).is_none());
     }
 
     #[test]

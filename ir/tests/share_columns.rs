@@ -6,7 +6,8 @@ mod common;
 
 use common::{Rng, F32_SPECIAL};
 use kiln_ir::network::{
-    apply, batcher_sort, prune_to_output, selection_network, sorted_columns_selection,
+    apply, batcher_sort, merge_network, prune_to_output, selection_network,
+    sorted_columns_selection, sorted_groups_selection,
 };
 use kiln_ir::passes::{eval_network, optimize, share_columns};
 use kiln_ir::semantics::{max_f32, min_f32, remap_index};
@@ -75,6 +76,89 @@ fn first_failure(n: usize, pairs: &[(u32, u32)], output: u32, rank: usize) -> Op
         }
     }
     None
+}
+
+/// The rewrite of a box with `kx >= 4` columns as one network on `ky * kx` wires: Batcher
+/// sorts of each column, Batcher merges of the column pairs `(2g, 2g + 1)`, then the merge
+/// over the groups (`sorted_groups_selection`). A merge leaves its ranks on a permutation of
+/// its wires; the group merge's comparators are relabelled onto those wires (a comparator
+/// whose min would land on the higher wire is flipped, and the two values swap wires).
+fn column_sort_pair_merge_then_merge(ky: usize, kx: usize, rank: usize) -> (Vec<(u32, u32)>, u32) {
+    let paired = kx / 2;
+    let mut sizes = vec![2 * ky; paired];
+    sizes.resize(kx - paired, ky);
+    let merge = sorted_groups_selection(&sizes, rank).expect("derivable");
+    let (pair_net, pair_rank) = merge_network(ky, ky);
+    let mut pairs = Vec::new();
+    for c in 0..kx {
+        let base = (c * ky) as u32;
+        pairs.extend(batcher_sort(ky).iter().map(|&(i, j)| (base + i, base + j)));
+    }
+    // phys[w]: the physical wire holding group wire w.
+    let mut phys: Vec<u32> = Vec::new();
+    for g in 0..paired {
+        let base = (2 * g * ky) as u32;
+        pairs.extend(pair_net.iter().map(|&(i, j)| (base + i, base + j)));
+        phys.extend(pair_rank.iter().map(|&w| base + w));
+    }
+    phys.extend((2 * paired * ky) as u32..(kx * ky) as u32);
+    for &(i, j) in &merge.pairs {
+        let (pi, pj) = (phys[i as usize], phys[j as usize]);
+        if pi < pj {
+            pairs.push((pi, pj));
+        } else {
+            pairs.push((pj, pi));
+            phys.swap(i as usize, j as usize);
+        }
+    }
+    (pairs, phys[merge.output as usize])
+}
+
+#[test]
+fn paired_columns_select_every_rank_on_all_01_inputs() {
+    for (ky, kx) in [(2, 4), (3, 4), (4, 4), (3, 5), (2, 7)] {
+        for rank in 0..ky * kx {
+            let (pairs, out) = column_sort_pair_merge_then_merge(ky, kx, rank);
+            assert_eq!(
+                first_failure(ky * kx, &pairs, out, rank),
+                None,
+                "{ky}x{kx} rank {rank}"
+            );
+        }
+    }
+}
+
+#[test]
+fn paired_columns_5x5_all_01_inputs() {
+    for rank in [0, 1, 6, 11, 12, 13, 18, 23, 24] {
+        let (pairs, out) = column_sort_pair_merge_then_merge(5, 5, rank);
+        assert_eq!(
+            first_failure(25, &pairs, out, rank),
+            None,
+            "5x5 rank {rank}"
+        );
+    }
+}
+
+/// The relabelled paired pipeline check can fail: dropping a pair-merge or group-merge
+/// comparator of the 4x4 median is caught.
+#[test]
+fn paired_check_can_fail() {
+    let (pairs, out) = column_sort_pair_merge_then_merge(4, 4, 7);
+    let sorts = 4 * batcher_sort(4).len();
+    let mut caught = 0;
+    for skip in sorts..pairs.len() {
+        let mut p = pairs.clone();
+        p.remove(skip);
+        caught += usize::from(first_failure(16, &p, out, 7).is_some());
+    }
+    // Some pair-merge comparators only feed ranks the group merge never reads; most do.
+    assert!(
+        caught * 4 >= (pairs.len() - sorts) * 3,
+        "{caught} of {}",
+        pairs.len() - sorts
+    );
+    assert!(first_failure(16, &pairs, out, 6).is_some());
 }
 
 #[test]
@@ -313,7 +397,7 @@ fn rewritten_medians_match_bit_for_bit_under_every_border() {
         &[1, 1, 7, 5],
         &[2, 1, 17, 34],
     ];
-    for (ky, kx) in [(3, 3), (5, 5), (3, 5), (5, 3)] {
+    for (ky, kx) in [(3, 3), (5, 5), (3, 5), (5, 3), (4, 4), (2, 4), (3, 7)] {
         let offsets = centred_box(ky, kx);
         let n = ky * kx;
         for shape in shapes {
@@ -423,6 +507,39 @@ fn live_ops(pairs: &[(u32, u32)], width: usize, outputs: &[u32]) -> usize {
     ops
 }
 
+/// The column offset of a column network over gathers of `x` (all its gathers share it).
+fn column_of(g: &Graph, id: NodeId, k: usize) -> i64 {
+    let NodeKind::Network {
+        inputs,
+        width,
+        pairs,
+        ..
+    } = &g.node(id).kind
+    else {
+        panic!("{id} is not a column network");
+    };
+    assert_eq!(*width as usize, k);
+    assert_eq!(pairs, &batcher_sort(k));
+    let dxs: Vec<i64> = inputs
+        .iter()
+        .map(|&gid| match &g.node(gid).kind {
+            NodeKind::Gather { x: src, offset, .. } => {
+                assert_eq!(*src, NodeId(0), "column gathers read x directly");
+                offset[1]
+            }
+            other => panic!("column input is a {}", other.name()),
+        })
+        .collect();
+    assert!(dxs.iter().all(|&d| d == dxs[0]), "one column per network");
+    dxs[0]
+}
+
+/// The 3x3 median becomes column sorts and Paeth's 12-operation merge; the 5x5 median
+/// becomes column sorts, merges of the column pairs (-2, -1) and (0, 1), and a merge over
+/// the two sorted pairs and column 2. Counted as work per output point when each column's
+/// sort and each pair's merge is shared between neighbouring points (every sort is the same
+/// program shifted, and so is every pair merge), the 5x5 form is cheaper than column sorts
+/// and a merge over the five columns.
 #[test]
 fn medians_are_rewritten_into_column_sorts_and_a_smaller_merge() {
     for k in [3usize, 5] {
@@ -440,21 +557,20 @@ fn medians_are_rewritten_into_column_sorts_and_a_smaller_merge() {
         let g = b.finish(&[s]).unwrap();
         let old = selection_network(n, (n - 1) / 2).unwrap();
         let new = optimize(&g);
-        let merge_id = new.outputs[0];
         let NodeKind::Network {
             inputs: merge_inputs,
             width,
             pairs,
             output,
-        } = &new.node(merge_id).kind
+        } = &new.node(new.outputs[0]).kind
         else {
             panic!("the output is the merge network");
         };
-        assert!(pairs.len() < old.pairs.len());
         let merge_ops = live_ops(pairs, *width as usize, &[*output]);
         let old_ops = live_ops(&old.pairs, n, &[old.output]);
-        // Every merge input is a column network over k gathers of x, one column each.
+        // Per column (or pair of columns): the ranks the next level reads.
         let mut per_column: std::collections::BTreeMap<i64, Vec<u32>> = Default::default();
+        let mut per_pair: std::collections::BTreeMap<i64, Vec<u32>> = Default::default();
         for &c in merge_inputs {
             let NodeKind::Network {
                 inputs,
@@ -463,42 +579,62 @@ fn medians_are_rewritten_into_column_sorts_and_a_smaller_merge() {
                 output,
             } = &new.node(c).kind
             else {
-                panic!("merge input {c} is not a column network");
+                panic!("merge input {c} is not a network");
             };
-            assert_eq!(*width as usize, k);
-            assert_eq!(pairs, &batcher_sort(k));
-            let dxs: Vec<i64> = inputs
-                .iter()
-                .map(|&gid| match &new.node(gid).kind {
-                    NodeKind::Gather { x: src, offset, .. } => {
-                        assert_eq!(*src, NodeId(0), "column gathers read x directly");
-                        offset[1]
-                    }
-                    other => panic!("column input is a {}", other.name()),
-                })
-                .collect();
-            assert!(dxs.iter().all(|&d| d == dxs[0]), "one column per network");
-            per_column.entry(dxs[0]).or_default().push(*output);
+            if *width as usize == k {
+                per_column
+                    .entry(column_of(&new, c, k))
+                    .or_default()
+                    .push(*output);
+                continue;
+            }
+            // A pair merge: Batcher's merge over every rank of two neighbouring columns.
+            assert_eq!(*width as usize, 2 * k);
+            assert_eq!(pairs, &merge_network(k, k).0);
+            let cols: Vec<i64> = inputs.iter().map(|&i| column_of(&new, i, k)).collect();
+            assert!(cols[..k].iter().all(|&d| d == cols[0]));
+            assert!(cols[k..].iter().all(|&d| d == cols[0] + 1));
+            for (r, &i) in inputs.iter().enumerate() {
+                let NodeKind::Network { output, .. } = &new.node(i).kind else {
+                    unreachable!()
+                };
+                assert_eq!(*output as usize, r % k, "pair input {r} is rank {}", r % k);
+            }
+            per_pair.entry(cols[0]).or_default().push(*output);
         }
-        assert_eq!(per_column.len(), k, "every column reaches the merge");
-        let column_ops: usize = per_column
-            .values()
-            .map(|outs| live_ops(&batcher_sort(k), k, outs))
-            .sum();
-        eprintln!(
-            "{k}x{k} median: old {} comparators / {old_ops} ops; new: merge {} comparators / \
-             {merge_ops} ops, column sorts {column_ops} ops in all ({} per column on average)",
-            old.pairs.len(),
-            pairs.len(),
-            column_ops / k
-        );
-        if k == 3 {
+        let column_sort_ops = live_ops(&batcher_sort(k), k, &(0..k as u32).collect::<Vec<_>>());
+        let shared_ops = if k == 3 {
+            assert!(per_pair.is_empty());
+            assert_eq!(per_column.len(), 3, "every column reaches the merge");
             assert_eq!(merge_ops, 12, "Paeth's merge");
             assert_eq!(old_ops, 40);
+            column_sort_ops + merge_ops
         } else {
+            assert_eq!(per_pair.keys().copied().collect::<Vec<_>>(), vec![-2, 0]);
+            assert_eq!(per_column.keys().copied().collect::<Vec<_>>(), vec![2]);
             assert_eq!(old_ops, 202);
-            assert!(merge_ops <= 110, "5x5 merge: {merge_ops} ops");
-        }
+            let (pair_net, _) = merge_network(k, k);
+            let pair_ops = per_pair
+                .values()
+                .map(|outs| live_ops(&pair_net, 2 * k, outs))
+                .max()
+                .unwrap();
+            let unpaired = sorted_columns_selection(k, k, (n - 1) / 2).unwrap();
+            let unpaired_ops = live_ops(&unpaired.pairs, n, &[unpaired.output]);
+            let shared = column_sort_ops + pair_ops + merge_ops;
+            eprintln!(
+                "5x5 median, shared work per point: column sort {column_sort_ops} + pair \
+                 merge {pair_ops} + merge {merge_ops} = {shared}, against \
+                 {column_sort_ops} + {unpaired_ops} unpaired"
+            );
+            assert!(merge_ops <= 50, "5x5 group merge: {merge_ops} ops");
+            assert!(shared < column_sort_ops + unpaired_ops);
+            shared
+        };
+        assert!(
+            shared_ops * 2 < old_ops,
+            "{k}x{k}: {shared_ops} vs {old_ops}"
+        );
     }
 }
 

@@ -153,7 +153,7 @@ fn borders() -> Vec<Border> {
 #[test]
 fn box_medians_fused_match_eager_under_every_border() {
     let engine = Engine::new();
-    for (ky, kx) in [(3, 3), (5, 5), (3, 5), (5, 3)] {
+    for (ky, kx) in [(3, 3), (5, 5), (3, 5), (5, 3), (4, 4), (3, 7)] {
         for shape in SHAPES {
             for border in borders() {
                 let g = selection_graph(DType::F32, &shape, ky, kx, border, (ky * kx - 1) / 2);

@@ -1,6 +1,7 @@
 //! The case generator: random, well-typed graphs over kiln's whole op vocabulary, random
 //! shapes and layouts, and random data. Deterministic for a given seed.
 
+use kiln_ir::network::selection_network;
 use kiln_ir::{
     BinaryOp, Border, DType, Footprint, Graph, GraphBuilder, NodeId, ReduceOp, Scalar, TensorType,
     UnaryOp,
@@ -361,6 +362,9 @@ impl Gen<'_> {
     fn network(&mut self) -> Option<NodeId> {
         let first = self.operand();
         let t = self.ty(first);
+        if t.spatial_rank() >= 2 && self.rng.chance(0.2) {
+            return self.box_selection(first);
+        }
         let k = self.rng.range(1, 5);
         let mut inputs = vec![first];
         while inputs.len() < k {
@@ -420,6 +424,39 @@ impl Gen<'_> {
             self.pool.push(id);
         }
         Some(id)
+    }
+
+    /// A rank selection over a `ky x kx` box of gathers of `x` (2..=5 each way, anywhere
+    /// around the point within [`MAX_RADIUS`], over the last two spatial axes, one border, any rank): the
+    /// canonical Batcher selector that `share_columns` rewrites into column sorts, pair
+    /// merges and a merge.
+    fn box_selection(&mut self, x: NodeId) -> Option<NodeId> {
+        let t = self.ty(x);
+        let (ky, kx) = (self.rng.range(2, 5), self.rng.range(2, 5));
+        // The first offset of a k-wide box inside `-MAX_RADIUS..=MAX_RADIUS`, covering 0.
+        let mut start = |k: i64| {
+            self.rng
+                .range_i64((1 - k).max(-MAX_RADIUS), (MAX_RADIUS + 1 - k).min(0))
+        };
+        let (y0, x0) = (start(ky as i64), start(kx as i64));
+        let outer: Vec<i64> = (2..t.spatial_rank())
+            .map(|_| self.rng.range_i64(-1, 1))
+            .collect();
+        let border = random_border(self.rng, t.dtype);
+        let mut cells: Vec<(i64, i64)> = (0..ky as i64)
+            .flat_map(|dy| (0..kx as i64).map(move |dx| (y0 + dy, x0 + dx)))
+            .collect();
+        self.rng.shuffle(&mut cells);
+        let mut gathers = Vec::with_capacity(cells.len());
+        for (dy, dx) in cells {
+            let mut off = outer.clone();
+            off.extend([dy, dx]);
+            gathers.push(self.b.gather(x, &off, border).ok()?);
+        }
+        let n = ky * kx;
+        let net = selection_network(n, self.rng.below(n as u64) as usize)?;
+        let r = self.b.network(&gathers, net.width, &net.pairs, net.output);
+        self.push(r)
     }
 
     /// The same value read at two or three neighbouring columns (one border), combined: the
@@ -615,8 +652,24 @@ mod tests {
         let mut wide_networks = 0;
         let mut odd_sizes = 0;
         let mut big = 0;
+        let (mut boxes, mut paired_boxes) = (0, 0);
         for seed in 0..500 {
             let case = generate(seed, 12);
+            // Box selections that `share_columns` rewrites; with four or more columns the
+            // rewrite merges column pairs (a network of twice the column height).
+            let shared = kiln_ir::passes::share_columns(&case.graph);
+            if shared != case.graph {
+                boxes += 1;
+                let heights: Vec<usize> = shared
+                    .nodes
+                    .iter()
+                    .filter_map(|n| match &n.kind {
+                        NodeKind::Network { inputs, .. } => Some(inputs.len()),
+                        _ => None,
+                    })
+                    .collect();
+                paired_boxes += usize::from(heights.iter().any(|h| heights.contains(&(2 * h))));
+            }
             assert!((1..=3).contains(&case.graph.outputs.len()));
             for inp in &case.inputs {
                 assert!(inp.data.len() <= MAX_CASE_ELEMENTS);
@@ -652,5 +705,9 @@ mod tests {
         assert_eq!(ranks.len(), 4);
         assert!(layouts.len() >= 3, "{layouts:?}");
         assert!(wide_networks > 0 && odd_sizes > 0 && big > 0);
+        assert!(
+            paired_boxes > 0 && boxes > paired_boxes,
+            "{boxes} / {paired_boxes}"
+        );
     }
 }

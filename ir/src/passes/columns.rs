@@ -2,18 +2,27 @@
 //! smallest of `x` read over a full `ky x kx` box (the median's form, see
 //! [`crate::network::selection_network`]) becomes "sort each column, then merge":
 //!
-//! - for each column `dx` (ascending) and each rank `r` the merge uses, a network over the
-//!   column's gathers `gather(x, (.., dy, dx), border)` (`dy` ascending) with the pairs of
-//!   [`batcher_sort`]`(ky)` and output `r` (several kept wires of one column are several
+//! - for each column `dx` (ascending) and each rank `r` a later level uses, a network over
+//!   the column's gathers `gather(x, (.., dy, dx), border)` (`dy` ascending) with the pairs
+//!   of [`batcher_sort`]`(ky)` and output `r` (several kept wires of one column are several
 //!   nodes with equal pairs; the code generator shares their comparators). The column
 //!   networks read the gathers of `x` directly, so a fused kernel stays one stage;
-//! - one merge network over those column values (wire `c * ky + r`, compacted to the wires
-//!   the merge reads, in that order) with the pairs of
-//!   [`sorted_columns_selection`]`(ky, kx, rank)`.
+//! - with [`MIN_PAIRED_COLUMNS`] or more columns, the columns `(2g, 2g + 1)` are first
+//!   merged in pairs: per rank the final merge uses, a network over the `2 ky` sorted values
+//!   of the two columns with the pairs of [`merge_network`]`(ky, ky)` (Batcher's merge);
+//!   an odd last column stays alone. The groups are then the sorted pairs and that column;
+//! - one merge network over the groups' values (group by group, ascending, compacted to the
+//!   wires the merge reads, in that order) with the pairs of
+//!   [`sorted_groups_selection`] over the group sizes, or, without pairs,
+//!   [`sorted_columns_selection`]`(ky, kx, rank)`. When the paired derivation is refused
+//!   (its limits), the unpaired form is used.
 //!
-//! Column `dx`'s sorted values are then the same program at every `dx`, shifted, which a
-//! backend can share between horizontally neighbouring output points; and the merge is much
-//! smaller than a full selection network (3x3 median: 12 min/max operations instead of 40).
+//! Column `dx`'s sorted values are then the same program at every `dx`, shifted, and so is
+//! the merge of pair `(dx, dx + 1)` at every `dx`: a backend computes each once per point
+//! and shares it between horizontally neighbouring output points. The final merge is much
+//! smaller than a full selection network (3x3 median: 12 min/max operations instead of 40;
+//! 5x5: 44 over two sorted pairs and a column, after a 26-operation pair merge, against 94
+//! over five columns and 202 for the pruned Batcher selector).
 //!
 //! Exact, bit for bit:
 //! - NaN-free inputs: both forms compute the `rank`-th smallest of the same multiset of values
@@ -22,9 +31,12 @@
 //!   is NaN and a comparator wrote its output wire, else the moved input (see
 //!   [`mod@crate::passes::prune`]). The original selector's cone is every input and its output
 //!   is written. Every column network's cone is its whole column (an output of a sorting network
-//!   depends on every input) and its output wire is written (`ky >= 2`); the merge network is
-//!   only used when its cone reaches a wire of every column and a comparator writes its output
-//!   wire. So the rewritten node is the canonical NaN exactly when the original is.
+//!   depends on every input) and its output wire is written (`ky >= 2`). A pair merge value
+//!   is only used when its pruned cone reaches both of its columns and a comparator writes its
+//!   output wire, so it is the canonical NaN iff a gather of the two columns is; the final
+//!   merge is only used when its cone reaches a wire of every group and a comparator writes
+//!   its output wire. So the rewritten node is the canonical NaN exactly when the original
+//!   is.
 //!
 //! Only recognised by construction: the network must be exactly the canonical selector
 //! (`pairs == selection_network(n, output).pairs`, `width == n`), every input a gather of
@@ -35,20 +47,41 @@ use std::collections::{BTreeSet, HashMap};
 
 use crate::builder::GraphBuilder;
 use crate::graph::{Graph, NodeId, NodeKind};
-use crate::network::{batcher_sort, selection_network, sorted_columns_selection, Network};
+use crate::network::{
+    batcher_sort, merge_network, prune_to_output, selection_network, sorted_columns_selection,
+    sorted_groups_selection, Network,
+};
 use crate::types::Border;
 
 /// Smallest window (values) rewritten: a 2x2 box is the smallest with two rows and columns.
 pub const MIN_SHARE_SIZE: usize = 4;
 
+/// Fewest columns for which neighbouring columns are merged in pairs first (see the module
+/// docs): with four or more, the merge of columns `(c, c + 1)` is the same program at every
+/// even `c`, shifted, so a backend computes it once per point and shares it.
+pub const MIN_PAIRED_COLUMNS: usize = 4;
+
 /// A recognised box rank selection.
 struct Plan {
     /// `cells[c][r]`: the (old) gather node at column `c`, row `r` (both ascending offsets).
     cells: Vec<Vec<NodeId>>,
-    /// The merge network on `ky * kx` wires.
-    merge: Network,
     /// Rows of the box.
     ky: usize,
+    /// Columns `0..2 * paired` are merged in pairs `(2g, 2g + 1)` (groups `0..paired`);
+    /// every later column is a group of its own.
+    paired: usize,
+    /// The merge network over the groups' wires (group `g`'s sorted values on consecutive
+    /// wires, groups in column order).
+    merge: Network,
+}
+
+impl Plan {
+    /// Group sizes, in wire order.
+    fn sizes(ky: usize, kx: usize, paired: usize) -> Vec<usize> {
+        let mut sizes = vec![2 * ky; paired];
+        sizes.resize(kx - paired, ky);
+        sizes
+    }
 }
 
 /// Recognises a canonical selector over a full box of gathers (see the module docs).
@@ -101,20 +134,70 @@ fn plan(
     if selection_network(n, output as usize)?.pairs != pairs {
         return None;
     }
-    let merge = sorted_columns_selection(ky, kx, output as usize)?;
-    let used = merge_wires(&merge);
-    let written = merge
-        .pairs
-        .iter()
-        .any(|&(i, j)| i == merge.output || j == merge.output);
-    if !written || (0..kx).any(|c| !(0..ky).any(|r| used[c * ky + r])) {
-        return None;
-    }
-    let cells = dxs
+    let cells: Vec<Vec<NodeId>> = dxs
         .iter()
         .map(|&dx| dys.iter().map(|&dy| cells[&(dy, dx)]).collect())
         .collect();
-    Some(Plan { cells, merge, ky })
+    let paired_plan = (kx >= MIN_PAIRED_COLUMNS)
+        .then(|| {
+            let paired = kx / 2;
+            let merge = sorted_groups_selection(&Plan::sizes(ky, kx, paired), output as usize)?;
+            Some(Plan {
+                cells: cells.clone(),
+                ky,
+                paired,
+                merge,
+            })
+        })
+        .flatten();
+    let plan = match paired_plan {
+        Some(p) => p,
+        None => Plan {
+            merge: sorted_columns_selection(ky, kx, output as usize)?,
+            cells,
+            ky,
+            paired: 0,
+        },
+    };
+    plan.nan_exact().then_some(plan)
+}
+
+impl Plan {
+    /// Whether the rewritten node is the canonical NaN exactly when the selector is (see the
+    /// module docs): the merge writes its output wire and reaches every group, and every
+    /// pair merge value it reads writes its output wire and reaches both columns.
+    fn nan_exact(&self) -> bool {
+        let used = merge_wires(&self.merge);
+        let sizes = Plan::sizes(self.ky, self.cells.len(), self.paired);
+        let written = |net: &[(u32, u32)], out: u32| net.iter().any(|&(i, j)| i == out || j == out);
+        if !written(&self.merge.pairs, self.merge.output) {
+            return false;
+        }
+        let (pair_net, rank_wire) = merge_network(self.ky, self.ky);
+        let mut start = 0;
+        for (g, &size) in sizes.iter().enumerate() {
+            let ranks: Vec<usize> = (0..size).filter(|&r| used[start + r]).collect();
+            start += size;
+            if ranks.is_empty() {
+                return false;
+            }
+            if g < self.paired {
+                for r in ranks {
+                    let out = rank_wire[r];
+                    let cone = merge_wires(&Network {
+                        width: 2 * self.ky as u32,
+                        pairs: prune_to_output(&pair_net, out, 2 * self.ky as u32),
+                        output: out,
+                    });
+                    let reaches = |c: usize| (c * self.ky..(c + 1) * self.ky).any(|w| cone[w]);
+                    if !written(&pair_net, out) || !reaches(0) || !reaches(1) {
+                        return false;
+                    }
+                }
+            }
+        }
+        true
+    }
 }
 
 /// The wires a (pruned) merge network reads: those touched by a pair, and the output.
@@ -128,8 +211,8 @@ fn merge_wires(merge: &Network) -> Vec<bool> {
     used
 }
 
-/// Emits the column networks and the merge network of `plan`; `map` gives the new ids of
-/// the old gathers. Returns the merge node.
+/// Emits the column networks, the pair merges and the merge network of `plan`; `map` gives
+/// the new ids of the old gathers. Returns the merge node.
 fn emit(
     b: &mut GraphBuilder,
     plan: &Plan,
@@ -137,17 +220,44 @@ fn emit(
 ) -> Result<NodeId, crate::error::BuildError> {
     let ky = plan.ky;
     let sort = batcher_sort(ky);
+    let (pair_net, rank_wire) = merge_network(ky, ky);
     let used = merge_wires(&plan.merge);
     let mut new_wire = vec![u32::MAX; used.len()];
     let mut merge_inputs = Vec::new();
-    for (c, column) in plan.cells.iter().enumerate() {
-        let gathers: Vec<NodeId> = column.iter().map(|g| map[g.index()]).collect();
-        for r in 0..ky {
-            if used[c * ky + r] {
-                new_wire[c * ky + r] = merge_inputs.len() as u32;
-                merge_inputs.push(b.network(&gathers, ky as u32, &sort, r as u32)?);
+    let column_sort = |b: &mut GraphBuilder, c: usize, r: usize| {
+        let gathers: Vec<NodeId> = plan.cells[c].iter().map(|g| map[g.index()]).collect();
+        b.network(&gathers, ky as u32, &sort, r as u32)
+    };
+    let mut start = 0;
+    for (g, size) in Plan::sizes(ky, plan.cells.len(), plan.paired)
+        .into_iter()
+        .enumerate()
+    {
+        // The pair merge reads every rank of both columns (its pruned comparators decide
+        // which it uses; the others are dead and dropped).
+        let pair_inputs = if g < plan.paired {
+            let mut v = Vec::with_capacity(2 * ky);
+            for c in [2 * g, 2 * g + 1] {
+                for r in 0..ky {
+                    v.push(column_sort(b, c, r)?);
+                }
             }
+            v
+        } else {
+            Vec::new()
+        };
+        for r in 0..size {
+            if !used[start + r] {
+                continue;
+            }
+            new_wire[start + r] = merge_inputs.len() as u32;
+            merge_inputs.push(if g < plan.paired {
+                b.network(&pair_inputs, 2 * ky as u32, &pair_net, rank_wire[r])?
+            } else {
+                column_sort(b, plan.paired + g, r)?
+            });
         }
+        start += size;
     }
     let pairs: Vec<(u32, u32)> = plan
         .merge
