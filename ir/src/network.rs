@@ -652,26 +652,7 @@ mod tests {
     /// checks wire `output` against the `rank`-th smallest bit (independent of the search's
     /// own check: plain per-vector simulation).
     fn check_sorted_columns(ky: usize, kx: usize, rank: usize, net: &Network) -> bool {
-        let n = ky * kx;
-        let mut z = vec![0usize; kx];
-        loop {
-            let mut wires: Vec<u8> = (0..n).map(|w| u8::from(w % ky >= ky - z[w / ky])).collect();
-            let mut sorted = wires.clone();
-            sorted.sort_unstable();
-            apply(&net.pairs, &mut wires);
-            if wires[net.output as usize] != sorted[rank] {
-                return false;
-            }
-            let mut c = 0;
-            while c < kx && z[c] == ky {
-                z[c] = 0;
-                c += 1;
-            }
-            if c == kx {
-                return true;
-            }
-            z[c] += 1;
-        }
+        check_sorted_groups(&vec![ky; kx], rank, net)
     }
 
     /// Whether `merge_network(p, q)` merges every pair of sorted 0-1 lists: wire `rank[r]`
