@@ -25,16 +25,24 @@ const LANE: [u64; 6] = [
     0xFFFF_FFFF_0000_0000,
 ];
 
+/// Batcher sorts of each column of a `ky x kx` box, on wires `c * ky + r`.
+fn column_sorts(ky: usize, kx: usize) -> Vec<(u32, u32)> {
+    (0..kx)
+        .flat_map(|c| {
+            let base = (c * ky) as u32;
+            batcher_sort(ky)
+                .into_iter()
+                .map(move |(i, j)| (base + i, base + j))
+        })
+        .collect()
+}
+
 /// The whole rewritten computation as one network on `ky * kx` wires (wire `c * ky + r` =
 /// row `r` of column `c`): Batcher sorts of each column, then the merge.
 fn column_sort_then_merge(ky: usize, kx: usize, rank: usize) -> (Vec<(u32, u32)>, u32) {
     let merge = sorted_columns_selection(ky, kx, rank).expect("derivable");
     assert_eq!(merge.width as usize, ky * kx);
-    let mut pairs = Vec::new();
-    for c in 0..kx {
-        let base = (c * ky) as u32;
-        pairs.extend(batcher_sort(ky).iter().map(|&(i, j)| (base + i, base + j)));
-    }
+    let mut pairs = column_sorts(ky, kx);
     pairs.extend_from_slice(&merge.pairs);
     (pairs, merge.output)
 }
@@ -89,11 +97,7 @@ fn column_sort_pair_merge_then_merge(ky: usize, kx: usize, rank: usize) -> (Vec<
     sizes.resize(kx - paired, ky);
     let merge = sorted_groups_selection(&sizes, rank).expect("derivable");
     let (pair_net, pair_rank) = merge_network(ky, ky);
-    let mut pairs = Vec::new();
-    for c in 0..kx {
-        let base = (c * ky) as u32;
-        pairs.extend(batcher_sort(ky).iter().map(|&(i, j)| (base + i, base + j)));
-    }
+    let mut pairs = column_sorts(ky, kx);
     // phys[w]: the physical wire holding group wire w.
     let mut phys: Vec<u32> = Vec::new();
     for g in 0..paired {

@@ -138,26 +138,19 @@ fn plan(
         .iter()
         .map(|&dx| dys.iter().map(|&dy| cells[&(dy, dx)]).collect())
         .collect();
-    let paired_plan = (kx >= MIN_PAIRED_COLUMNS)
-        .then(|| {
-            let paired = kx / 2;
-            let merge = sorted_groups_selection(&Plan::sizes(ky, kx, paired), output as usize)?;
-            Some(Plan {
-                cells: cells.clone(),
-                ky,
-                paired,
-                merge,
-            })
-        })
+    // Column pairs when there are enough columns and their merge is derivable; else none.
+    let paired_merge = (kx >= MIN_PAIRED_COLUMNS)
+        .then(|| sorted_groups_selection(&Plan::sizes(ky, kx, kx / 2), output as usize))
         .flatten();
-    let plan = match paired_plan {
-        Some(p) => p,
-        None => Plan {
-            merge: sorted_columns_selection(ky, kx, output as usize)?,
-            cells,
-            ky,
-            paired: 0,
-        },
+    let (paired, merge) = match paired_merge {
+        Some(merge) => (kx / 2, merge),
+        None => (0, sorted_columns_selection(ky, kx, output as usize)?),
+    };
+    let plan = Plan {
+        cells,
+        ky,
+        paired,
+        merge,
     };
     plan.nan_exact().then_some(plan)
 }
