@@ -82,8 +82,10 @@ fn bounded_clean_run_finds_nothing() {
     let report = fuzz(&opts);
     eprintln!("{}", report.summary());
     assert_eq!(report.cases, 300);
-    assert!(report.kernels_compiled > 0);
-    // The random graphs reach the backend's column sharing too (it is checked, not skipped).
-    assert!(report.kernels_sharing_columns > 0, "{}", report.summary());
+    assert!(report.kernels.compiled > 0);
+    // The random graphs reach the backend's column sharing and edge vectors too (they are
+    // checked, not skipped).
+    assert!(report.kernels.sharing_columns > 0, "{}", report.summary());
+    assert!(report.kernels.edge_vectors > 0, "{}", report.summary());
     assert!(report.is_clean(), "{}", report.summary());
 }

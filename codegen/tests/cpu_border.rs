@@ -292,3 +292,94 @@ fn cpu_kernel_is_send_and_sync() {
     fn check<T: Send + Sync>() {}
     check::<kiln_codegen::cpu::CpuKernel>();
 }
+
+/// Checks `k` against the reference on rows around the edge-vector minimum width (12), dense
+/// and strided.
+fn check_edge_widths(k: &Kernel, what: &str) {
+    let ck = compile(k, &CompileOptions::default()).unwrap();
+    for w in [4, 9, 11, 12, 13, 15, 16, 19, 28, 64] {
+        let mut r = Rng(w as u64 * 7 + 3);
+        let inputs = vec![rand_img(&mut r, DType::F32, 3, w, false)];
+        let want = ref_all(k, &inputs, 3, w);
+        for lay in [
+            DENSE,
+            Layout {
+                src_stride: 2,
+                out_stride: 1,
+            },
+            Layout {
+                src_stride: 1,
+                out_stride: 2,
+            },
+        ] {
+            let got = run_all(&ck, &inputs, 3, w, lay);
+            if let Some(m) = diff(&got, &want) {
+                panic!("{what} w={w} {lay:?}: {m}\n{}", ck.describe());
+            }
+        }
+    }
+}
+
+#[test]
+fn edge_vectors_agree_with_the_reference_for_every_mode_and_offset() {
+    let d = DType::F32;
+    for border in modes(d) {
+        // One load per offset (the edge vector's lane picks alone), then every offset at
+        // once (several anchors and picks in one vector).
+        let mut all = StageB::default();
+        let mut sum = None;
+        for dx in -4..=4 {
+            let mut s = StageB::default();
+            let a = s.load(IN0, d, &[1, dx], border);
+            let k = stencil(4, &[d], s.finish(a));
+            let ck = compile(&k, &CompileOptions::default()).unwrap();
+            // No border columns at dx = 0: nothing for edge vectors to do.
+            assert_eq!(
+                ck.describe().contains("edge vectors"),
+                dx != 0,
+                "{}",
+                ck.describe()
+            );
+            check_edge_widths(&k, &format!("{border} dx={dx}"));
+            let a = all.load(IN0, d, &[dx % 2, dx], border);
+            sum = Some(match sum {
+                None => a,
+                Some(t) => all.bin(BinaryOp::Sub, a, t),
+            });
+        }
+        let k = stencil(4, &[d], all.finish(sum.unwrap()));
+        check_edge_widths(&k, &format!("{border} all offsets"));
+    }
+}
+
+#[test]
+fn edge_vectors_handle_in_range_tests() {
+    // `in_range(x + dx) ? load(x + dx) : load(x)`, plus an outer in-range test: constant
+    // lane masks on edge vectors, combined with the row's in-range byte.
+    let d = DType::F32;
+    for dx in [-4, -3, -1, 1, 2, 4] {
+        for dy in [0, 1] {
+            let mut s = StageB::default();
+            let a = s.load(IN0, d, &[dy, dx], Border::Nearest);
+            let b = s.load(IN0, d, &[0, 0], Border::Nearest);
+            let c = s.push(Op::InRange(vec![dy, dx]), DType::Bool);
+            let r = s.push(Op::Select(c, a, b), d);
+            let k = stencil(4, &[d], s.finish(r));
+            let ck = compile(&k, &CompileOptions::default()).unwrap();
+            assert!(ck.describe().contains("edge vectors"), "{}", ck.describe());
+            check_edge_widths(&k, &format!("in_range ({dy},{dx})"));
+        }
+    }
+}
+
+#[test]
+fn edge_vectors_only_within_four_columns() {
+    let d = DType::F32;
+    let mut s = StageB::default();
+    let a = s.load(IN0, d, &[0, 5], Border::Reflect);
+    let k = stencil(4, &[d], s.finish(a));
+    let ck = compile(&k, &CompileOptions::default()).unwrap();
+    assert!(ck.describe().contains("vectorised"), "{}", ck.describe());
+    assert!(!ck.describe().contains("edge vectors"), "{}", ck.describe());
+    check_edge_widths(&k, "dx=5");
+}

@@ -65,17 +65,25 @@ impl Verdict {
     }
 }
 
+/// Kernels an executor compiled, and how many took code paths the fuzzer must be seen to
+/// reach (so a clean run is evidence for them too).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct KernelPaths {
+    /// Kernels compiled.
+    pub compiled: usize,
+    /// Of those, kernels sharing work between neighbouring columns.
+    pub sharing_columns: usize,
+    /// Of those, kernels running the first and last columns of rows as edge vectors.
+    pub edge_vectors: usize,
+}
+
 /// Something that runs graphs: the eager oracle, the fused engine, or a test double.
 pub trait Executor {
     /// Runs `graph` on `inputs`, giving its outputs or an error message.
     fn run(&mut self, graph: &Graph, inputs: &[Tensor]) -> Result<Vec<Tensor>, String>;
-    /// Kernels compiled so far (0 for interpreters).
-    fn kernels_compiled(&self) -> usize {
-        0
-    }
-    /// Of those, kernels whose code shares work between neighbouring columns.
-    fn kernels_sharing_columns(&self) -> usize {
-        0
+    /// Kernels compiled so far, and the code paths they took (zero for interpreters).
+    fn kernel_paths(&self) -> KernelPaths {
+        KernelPaths::default()
     }
     /// Called after the executor panicked, so it can drop state a panic may have broken.
     fn reset(&mut self) {}
@@ -100,9 +108,7 @@ pub struct Fused {
     engine: kiln_runtime::fused::Engine,
     first: kiln_runtime::fused::Engine,
     /// Kernels compiled by engines dropped after a panic.
-    compiled_before: usize,
-    /// Of those, kernels sharing work between neighbouring columns.
-    sharing_before: usize,
+    before: KernelPaths,
 }
 
 impl Fused {
@@ -119,8 +125,7 @@ impl Fused {
                 ..Default::default()
             })
             .with_tiering(false),
-            compiled_before: 0,
-            sharing_before: 0,
+            before: KernelPaths::default(),
         }
     }
 }
@@ -145,19 +150,19 @@ impl Executor for Fused {
         Ok(first)
     }
 
-    fn kernels_compiled(&self) -> usize {
-        self.compiled_before + self.first.stats().kernels_compiled
-    }
-
-    fn kernels_sharing_columns(&self) -> usize {
-        self.sharing_before + self.first.stats().kernels_sharing_columns
+    fn kernel_paths(&self) -> KernelPaths {
+        let st = self.first.stats();
+        KernelPaths {
+            compiled: self.before.compiled + st.kernels_compiled,
+            sharing_columns: self.before.sharing_columns + st.kernels_sharing_columns,
+            edge_vectors: self.before.edge_vectors + st.kernels_with_edge_vectors,
+        }
     }
 
     fn reset(&mut self) {
-        let (before, sharing) = (self.kernels_compiled(), self.kernels_sharing_columns());
+        let before = self.kernel_paths();
         *self = Fused::new(self.fault);
-        self.compiled_before = before;
-        self.sharing_before = sharing;
+        self.before = before;
     }
 }
 
@@ -271,14 +276,9 @@ impl Harness {
         }
     }
 
-    /// Kernels the candidate compiled so far.
-    pub fn kernels_compiled(&self) -> usize {
-        self.candidate.kernels_compiled()
-    }
-
-    /// Of those, kernels sharing work between neighbouring columns.
-    pub fn kernels_sharing_columns(&self) -> usize {
-        self.candidate.kernels_sharing_columns()
+    /// Kernels the candidate compiled so far, and the code paths they took.
+    pub fn kernel_paths(&self) -> KernelPaths {
+        self.candidate.kernel_paths()
     }
 
     /// Runs the oracle alone on a graph (used by the shrinker to turn a node into an input).

@@ -23,7 +23,7 @@ use thiserror::Error;
 
 pub use corpus::Reproducer;
 pub use gen::{generate, Case};
-pub use harness::{FindingKind, Harness, Verdict};
+pub use harness::{FindingKind, Harness, KernelPaths, Verdict};
 pub use shrink::{shrink, ShrinkLimits};
 
 /// Errors of the fuzzer's file handling (reproducers, corpus directories).
@@ -162,11 +162,9 @@ impl Finding {
 pub struct FuzzReport {
     /// Cases generated and checked (shrinking runs not counted).
     pub cases: u64,
-    /// Kernels the fused engine compiled.
-    pub kernels_compiled: usize,
-    /// Of those, kernels sharing work between neighbouring columns (so the fuzzer checks
-    /// that path too).
-    pub kernels_sharing_columns: usize,
+    /// Kernels the fused engine compiled, and the code paths they took (so the fuzzer is
+    /// seen to check those paths too).
+    pub kernels: KernelPaths,
     /// Wall time of the run, shrinking included.
     pub elapsed: Duration,
     /// Bit mismatches and errors in only one path.
@@ -200,10 +198,11 @@ impl FuzzReport {
             return format!("backend unavailable: {e}\n");
         }
         let mut s = format!(
-            "cases: {}\nkernels compiled: {} ({} sharing work between columns)\nelapsed: {:.2} s ({:.0} graphs/s)\ninvalid (both paths failed): {}\nmismatches: {}\ncrashes: {}\n",
+            "cases: {}\nkernels compiled: {} ({} sharing work between columns, {} with edge vectors)\nelapsed: {:.2} s ({:.0} graphs/s)\ninvalid (both paths failed): {}\nmismatches: {}\ncrashes: {}\n",
             self.cases,
-            self.kernels_compiled,
-            self.kernels_sharing_columns,
+            self.kernels.compiled,
+            self.kernels.sharing_columns,
+            self.kernels.edge_vectors,
             self.elapsed.as_secs_f64(),
             self.cases_per_sec(),
             self.invalid,
@@ -373,7 +372,7 @@ pub fn fuzz(opts: &FuzzOptions) -> FuzzReport {
                 "{lead}fuzz: {}/{} cases, {rate:.0}/s, {} kernels, {} mismatches, {} crashes{tail}",
                 report.cases,
                 opts.cases,
-                harness.kernels_compiled(),
+                harness.kernel_paths().compiled,
                 report.mismatches.len(),
                 report.crashes.len()
             );
@@ -383,8 +382,7 @@ pub fn fuzz(opts: &FuzzOptions) -> FuzzReport {
     if opts.progress && terminal {
         eprintln!();
     }
-    report.kernels_compiled = harness.kernels_compiled();
-    report.kernels_sharing_columns = harness.kernels_sharing_columns();
+    report.kernels = harness.kernel_paths();
     report.elapsed = start.elapsed();
     report
 }

@@ -10,6 +10,7 @@
 mod along;
 mod bytevec;
 mod clean;
+mod edge;
 mod jit;
 mod nanguard;
 mod rowblock;
@@ -152,6 +153,9 @@ pub struct CpuKernel {
     /// Stages whose vector interior shares work between neighbouring columns (see
     /// `shift`).
     pub shared_column_stages: usize,
+    /// Stages whose rows of 12 or more columns run their first and last four columns as
+    /// vectors (see `edge`).
+    pub edge_vector_stages: usize,
     /// Some stage took smaller vector-loop steps than it would have under a bigger
     /// [`crate::CompileOptions::step_code_budget`].
     pub step_capped: bool,
@@ -222,6 +226,7 @@ fn compile_with(
     let fault = options.fault;
     let mut notes = Vec::new();
     let mut shared = 0;
+    let mut edge_stages = 0;
     let mut step_capped = false;
     let mut modules = Vec::new();
     let body = match &kernel.body {
@@ -330,6 +335,7 @@ fn compile_with(
             let mut out = Vec::with_capacity(stages.len());
             for ((i, stage), plan) in stages.iter().enumerate().zip(plans) {
                 shared += usize::from(plan.shares_columns());
+                edge_stages += usize::from(plan.uses_edge_vectors());
                 step_capped |= plan.step_capped();
                 let mut note = plan.describe(i, stage);
                 if borders[i].is_some() {
@@ -386,6 +392,7 @@ fn compile_with(
         body,
         compile_ms: t0.elapsed().as_secs_f64() * 1e3,
         shared_column_stages: shared,
+        edge_vector_stages: edge_stages,
         step_capped,
         clean: None,
         notes,

@@ -8,6 +8,9 @@
 //!   with `F32X4` if the stage is vectorisable (sixteen with `I8X16` when every value is u8
 //!   or bool, see `bytevec`; two vectors per step for small stages), ending with one vector
 //!   overlapping the previous one;
+//! * on rows of at least 12 columns with unit strides, a plain vector stage whose column
+//!   offsets are within ±4 computes columns `[0, 4)` and `[W-4, W)` as *edge vectors* (lane
+//!   shuffles of vectors at the row's ends, see `edge`) and the interior loop covers `[4, W-4)`;
 //! * every other column (`[0, xlo)`, the rest of the row, or all of it with strided rows)
 //!   runs one scalar body that remaps column indices under each load's border mode (a
 //!   compare and a branch per load inside the row, the remap only outside it). For big
@@ -25,6 +28,7 @@ use cranelift_frontend::FunctionBuilder;
 use kiln_ir::{BinaryOp, Border, DType, Scalar, UnaryOp};
 
 use super::bytevec;
+use super::edge::{self, LaneSource, Side};
 use super::values::{arg, mem, Em, Val};
 use super::{esize, RowSlot, SlotKind};
 use crate::kernel::{Kernel, KernelBody, Op, Source, Stage};
@@ -189,6 +193,9 @@ pub(crate) struct StagePlan {
     /// A min/max window along the run axis, computed in blocks of rows by the multi-row
     /// function (see `rowblock`).
     row_window: Option<super::rowblock::RowWindow>,
+    /// The first and last four columns of a wide enough row run as edge vectors (see
+    /// `edge`) instead of scalar border columns.
+    edge: bool,
 }
 
 impl StagePlan {
@@ -209,6 +216,11 @@ impl StagePlan {
         // A row block loads `rows + len - 1` rows and picks about three times per row.
         let block = self.row_window.as_ref().map_or(0, |w| 4 * (w.rows + w.len));
         stage.insts.len() * self.shift.as_ref().map_or(2, |sp| sp.blocks + 1) + block
+    }
+
+    /// Whether wide enough rows run edge vectors instead of scalar border columns.
+    pub(crate) fn uses_edge_vectors(&self) -> bool {
+        self.edge
     }
 
     /// Whether the vector interior shares work between neighbouring columns.
@@ -276,6 +288,10 @@ impl StagePlan {
                     w.len,
                     w.rows
                 )
+            } else if self.vectorisable && self.edge {
+                "vectorised F32X4 (when strides are 1) + overlapped vector tail, edge vectors \
+                 for the first and last four columns of rows of 12 or more"
+                    .into()
             } else if self.vectorisable {
                 "vectorised F32X4 (when strides are 1) + overlapped vector tail".into()
             } else if self.bytes {
@@ -405,7 +421,22 @@ pub(crate) fn plan_stage(
     } else {
         None
     };
-    Ok(StagePlan {
+    // Edge vectors: for the plain F32X4 loop (not shared steps) of a stage with border
+    // columns, every column offset within reach. Not under a planted fault, which targets
+    // the scalar border path.
+    let edge = vectorisable
+        && (min_dx < 0 || max_dx > 0)
+        && shift.is_none()
+        && fault.is_none()
+        && stage.insts.iter().all(|inst| match &inst.op {
+            Op::Load { offset, border, .. } => [Side::Left, Side::Right]
+                .iter()
+                .all(|&side| edge::load_lanes(side, offset[sr - 1], border).is_some()),
+            Op::InRange(offset) => offset[sr - 1].abs() <= edge::EDGE_MAX_DX,
+            _ => true,
+        });
+    let mut plan = StagePlan {
+        edge,
         row_window,
         shift,
         raw_nan,
@@ -422,7 +453,11 @@ pub(crate) fn plan_stage(
         tree,
         plain_pick,
         order: emit_order(stage),
-    })
+    };
+    // Not with border columns in a function of their own (big stages: inline edge vectors
+    // would cost compile time).
+    plan.edge &= !split_border(&plan, stage);
+    Ok(plan)
 }
 
 /// Whether stage `si`'s result may be stored with a NaN as the hardware gives it: it is not
@@ -602,6 +637,9 @@ enum Path {
     Border,
     /// Every column in range, four columns, stride 1.
     Vector,
+    /// The first or last four columns of a row of at least `edge::EDGE_MIN_WIDTH`, stride 1
+    /// (see `edge`).
+    Edge(Side),
 }
 
 fn clamp_col(b: &mut FunctionBuilder, j: Value, ctx: &RowCtx) -> Value {
@@ -656,6 +694,67 @@ fn remap(
     } else {
         m
     }
+}
+
+/// An edge-vector load (see `edge`): the anchor vectors and constant its lanes read, then
+/// one lane pick. `p` points at column 0 of the row, `width` is its length.
+fn edge_load(
+    em: &mut Em,
+    width: Value,
+    p: Value,
+    ty: Type,
+    border: &Border,
+    lanes: &[LaneSource; 4],
+) -> Result<Value, CodegenError> {
+    /// A source vector: columns `4k..4k+4`, columns `W-8+4k..W-4+4k`, or the constant.
+    #[derive(Clone, Copy, PartialEq, Eq)]
+    enum Anchor {
+        Left(i64),
+        Right(i64),
+        Constant,
+    }
+    let mut anchors: Vec<Anchor> = Vec::new();
+    let mut vals: Vec<Value> = Vec::new();
+    let mut picks = [(0usize, 0u8); 4];
+    for (i, lane) in lanes.iter().enumerate() {
+        let (anchor, l) = match *lane {
+            LaneSource::FromLeft(c) => (Anchor::Left(c / 4), (c % 4) as u8),
+            LaneSource::FromRight(r) => (Anchor::Right((r + 8) / 4), ((r + 8) % 4) as u8),
+            LaneSource::Constant => (Anchor::Constant, i as u8),
+        };
+        let k = match anchors.iter().position(|&a| a == anchor) {
+            Some(k) => k,
+            None => {
+                let v = match anchor {
+                    Anchor::Left(k) => em.b.ins().load(ty, mem(), p, (16 * k) as i32),
+                    Anchor::Right(k) => {
+                        let end = em.b.ins().ishl_imm_u(width, 2);
+                        let end = em.b.ins().iadd(p, end);
+                        em.b.ins().load(ty, mem(), end, (16 * k - 32) as i32)
+                    }
+                    Anchor::Constant => {
+                        let Border::Constant(c) = border else {
+                            return Err(bad("constant lanes without a constant border"));
+                        };
+                        let mut c = em.constant(*c)?;
+                        em.plain(&mut c)
+                    }
+                };
+                anchors.push(anchor);
+                vals.push(v);
+                vals.len() - 1
+            }
+        };
+        picks[i] = (k, l);
+    }
+    let identity = [(0, 0), (0, 1), (0, 2), (0, 3)];
+    Ok(
+        if vals.len() == 1 && (picks == identity || anchors[0] == Anchor::Constant) {
+            vals[0]
+        } else {
+            em.pick_lanes(&vals, picks)
+        },
+    )
 }
 
 /// The values of one vector (or one column) of a stage program, filled instruction by
@@ -720,8 +819,20 @@ fn emit_at(
             let d = inst.dtype;
             let ty = em.ty(d);
             let p = ctx.ptr[s];
+            let lanes = match path {
+                Path::Edge(side) => {
+                    let lanes = edge::load_lanes(side, dx, border)
+                        .ok_or_else(|| bad("edge vector for a load it cannot compute"))?;
+                    (!edge::is_direct(side, dx, &lanes)).then_some(lanes)
+                }
+                _ => None,
+            };
             let v = match path {
-                Path::Vector => {
+                Path::Edge(_) if lanes.is_some() => {
+                    let lanes = lanes.expect("checked");
+                    edge_load(em, ctx.width, p, ty, border, &lanes)?
+                }
+                Path::Vector | Path::Edge(_) => {
                     let base = em.b.ins().ishl_imm_u(x, 2);
                     let addr = em.b.ins().iadd(p, base);
                     match i32::try_from(dx * 4) {
@@ -778,6 +889,27 @@ fn emit_at(
                     match outer {
                         Some(f) => em.b.ins().band(inr, f),
                         None => inr,
+                    }
+                }
+                Path::Edge(side) if edge::in_range_lanes(side, dx) != [true; 4] => {
+                    let lanes = edge::in_range_lanes(side, dx);
+                    let bytes: Vec<u8> = lanes
+                        .iter()
+                        .flat_map(|&t| [if t { 0xff } else { 0 }; 4])
+                        .collect();
+                    let handle = em.b.func.dfg.constants.insert(bytes.into());
+                    let mask = em.b.ins().vconst(types::I32X4, handle);
+                    match outer {
+                        Some(f) => {
+                            let f = em.bool_from_i8(f);
+                            em.b.ins().band(mask, f)
+                        }
+                        None => {
+                            if lanes == [false; 4] {
+                                kn = Some(false);
+                            }
+                            mask
+                        }
                     }
                 }
                 _ => match outer {
@@ -857,7 +989,7 @@ fn body(
 ) -> Result<Value, CodegenError> {
     let mut em = Em {
         b,
-        vec: path == Path::Vector,
+        vec: path != Path::Border,
         fault,
         raw_nan: false,
     };
@@ -1187,6 +1319,35 @@ pub(crate) fn build_rows(
     let base = load_per_slot(b, plan, rows);
     let slot_strides = load_strides(b, plan, strides);
     let width_m1 = b.ins().iadd_imm_s(width, -1);
+    // The run-time choices of the row's paths, made once per call and kept in a stack slot
+    // that each row reads: computed in the row, or carried as parameters of the row loop
+    // (which Cranelift folds back to the entry's values), the stride tests were redone at
+    // every row (about 20 instructions, measured on gradient magnitude's 28-column rows).
+    let vec_ok = plan.lanes().map(|_| {
+        let out_one = b.ins().icmp_imm_s(IntCC::Equal, out_stride, 1);
+        match slot_strides.unit {
+            Some(u) => b.ins().band(u, out_one),
+            None => out_one,
+        }
+    });
+    let edge_ok = match vec_ok {
+        Some(ok) if plan.edge => {
+            let wide =
+                b.ins()
+                    .icmp_imm_s(IntCC::SignedGreaterThanOrEqual, width, edge::EDGE_MIN_WIDTH);
+            Some(b.ins().band(ok, wide))
+        }
+        _ => None,
+    };
+    let choices: Vec<Value> = vec_ok.iter().chain(&edge_ok).copied().collect();
+    let choice_slot = b.create_sized_stack_slot(cranelift_codegen::ir::StackSlotData::new(
+        cranelift_codegen::ir::StackSlotKind::ExplicitSlot,
+        2,
+        0,
+    ));
+    for (k, &c) in choices.iter().enumerate() {
+        b.ins().stack_store(types::I64, c, choice_slot, k as i32);
+    }
     let hdr = b.create_block();
     for _ in 0..plan.slots.len() + 2 {
         b.append_block_param(hdr, i64t);
@@ -1225,15 +1386,16 @@ pub(crate) fn build_rows(
     b.ins().brif(more, row_blk, &[], exit, &[]);
 
     b.switch_to_block(row_blk);
+    let vec_ok = vec_ok.map(|_| b.ins().stack_load(types::I64, types::I8, choice_slot, 0));
+    let edge_ok = edge_ok.map(|_| b.ins().stack_load(types::I64, types::I8, choice_slot, 1));
     let ctx = row_ctx(b, ptrs.clone(), &slot_strides, width, width_m1);
-    let unit_strides = slot_strides.unit;
     let border = border.map(|bc| (bc, rows_r(b, plan, &ctx), strides));
     emit_row(
         b,
         stage,
         plan,
         &ctx,
-        unit_strides,
+        RowChoices { vec_ok, edge_ok },
         out_r,
         out_stride,
         fault,
@@ -1381,6 +1543,15 @@ fn emit_border_loop(
     Ok(())
 }
 
+/// The row's path choices, made once per call (see [`build_rows`]).
+#[derive(Clone, Copy)]
+struct RowChoices {
+    /// Every stride is 1: the vector interior runs (present when the stage has one).
+    vec_ok: Option<Value>,
+    /// ... and the row is wide enough for edge vectors (present when the stage uses them).
+    edge_ok: Option<Value>,
+}
+
 /// Emits one output row (border columns, vector interior, scalar tail) from the current
 /// block; jumps to `done` at the end.
 #[allow(clippy::too_many_arguments)]
@@ -1389,7 +1560,7 @@ fn emit_row(
     stage: &Stage,
     plan: &StagePlan,
     ctx: &RowCtx,
-    unit_strides: Option<Value>,
+    choices: RowChoices,
     out: Value,
     out_stride: Value,
     fault: Option<Fault>,
@@ -1415,6 +1586,9 @@ fn emit_row(
     // body that remaps column indices (identity inside the row): `border_entry(xs)`.
     let border_entry = b.create_block();
     b.append_block_param(border_entry, i64t);
+    // Edge vectors replace the scalar border columns of the plain vector loop (see `edge`)
+    // when `edge_ok` holds.
+    let edge_ok = choices.edge_ok;
 
     if let Some(lanes) = plan.lanes() {
         // Interior `[xlo, xhi)`, `lanes` columns per step when every stride is 1; a last
@@ -1422,28 +1596,63 @@ fn emit_row(
         // already written with the same values: every column is a pure function of the
         // sources, and `out` overlaps no source row), unless the interior is narrower than
         // one vector.
-        let out_one = b.ins().icmp_imm_s(IntCC::Equal, out_stride, 1);
-        let ok = match unit_strides {
-            Some(u) => b.ins().band(u, out_one),
-            None => out_one,
-        };
-        let emit_vec = |b: &mut FunctionBuilder, x: Value| -> Result<(), CodegenError> {
-            let v = if plan.bytes {
-                bytevec::body(
-                    b,
-                    stage,
-                    &plan.slot_of,
-                    &ctx.ptr,
-                    &ctx.flag,
-                    &plan.swapped,
-                    x,
-                )?
-            } else {
-                body(b, stage, plan, ctx, x, Path::Vector, fault)?
+        let ok = choices
+            .vec_ok
+            .ok_or_else(|| bad("vector row without its stride test"))?;
+        let emit_path =
+            |b: &mut FunctionBuilder, x: Value, path: Path| -> Result<(), CodegenError> {
+                let v = if plan.bytes {
+                    bytevec::body(
+                        b,
+                        stage,
+                        &plan.slot_of,
+                        &ctx.ptr,
+                        &ctx.flag,
+                        &plan.swapped,
+                        x,
+                    )?
+                } else {
+                    body(b, stage, plan, ctx, x, path, fault)?
+                };
+                let off = b.ins().imul_imm_s(x, esize(out_d));
+                let addr = b.ins().iadd(out, off);
+                b.ins().store(mem(), v, addr, 0);
+                Ok(())
             };
-            let off = b.ins().imul_imm_s(x, esize(out_d));
-            let addr = b.ins().iadd(out, off);
-            b.ins().store(mem(), v, addr, 0);
+        let emit_vec = |b: &mut FunctionBuilder, x: Value| emit_path(b, x, Path::Vector);
+        // Edge vectors (see `edge`): on a wide enough row with unit strides, columns
+        // `[0, 4)` before the vector loop and `[W-4, W)` after it, which then covers
+        // `[4, W-4)` (inside the interior: every `|dx| <= 4`).
+        let xhi = match edge_ok {
+            Some(e) => {
+                let w4 = b.ins().iadd_imm_s(width, -edge::EDGE_LANES);
+                b.ins().select(e, w4, xhi)
+            }
+            None => xhi,
+        };
+        // Enters the vector loop at `entry` from column `xlo`, or, with edge vectors, from
+        // column 4 after the left edge vector.
+        let enter_loop = |b: &mut FunctionBuilder,
+                          entry: cranelift_codegen::ir::Block|
+         -> Result<(), CodegenError> {
+            match edge_ok {
+                None => {
+                    b.ins()
+                        .brif(ok, entry, &[arg(xlo)], border_entry, &[arg(xlo)]);
+                }
+                Some(e) => {
+                    let start = b.create_block();
+                    let left = b.create_block();
+                    b.ins().brif(ok, start, &[], border_entry, &[arg(xlo)]);
+                    b.switch_to_block(start);
+                    b.ins().brif(e, left, &[], entry, &[arg(xlo)]);
+                    b.switch_to_block(left);
+                    let zero = b.ins().iconst(i64t, 0);
+                    emit_path(b, zero, Path::Edge(Side::Left))?;
+                    let four = b.ins().iconst(i64t, edge::EDGE_LANES);
+                    b.ins().jump(entry, &[arg(four)]);
+                }
+            }
             Ok(())
         };
         // The one-vector loop: for every vectorised stage but big shared ones (whose
@@ -1528,8 +1737,7 @@ fn emit_row(
                 let hdr2 = b.create_block();
                 b.append_block_param(hdr2, i64t);
                 let body2 = b.create_block();
-                b.ins()
-                    .brif(ok, hdr2, &[arg(xlo)], border_entry, &[arg(xlo)]);
+                enter_loop(b, hdr2)?;
                 b.switch_to_block(hdr2);
                 let x = b.block_params(hdr2)[0];
                 let x2 = b.ins().iadd_imm_s(x, 2 * lanes);
@@ -1549,8 +1757,7 @@ fn emit_row(
                 emit_vec(b, x1)?;
                 b.ins().jump(hdr2, &[arg(x2)]);
             } else {
-                b.ins()
-                    .brif(ok, vec_hdr, &[arg(xlo)], border_entry, &[arg(xlo)]);
+                enter_loop(b, vec_hdr)?;
             }
         }
         if let Some(vec_hdr) = vec_hdr {
@@ -1586,6 +1793,21 @@ fn emit_row(
 
     b.switch_to_block(border_entry);
     let xs = b.block_params(border_entry)[0];
+    if let Some(e) = edge_ok {
+        // After the vector loop with edge vectors: the right edge vector; otherwise the
+        // scalar border columns.
+        let right = b.create_block();
+        let scalar = b.create_block();
+        b.ins().brif(e, right, &[], scalar, &[]);
+        b.switch_to_block(right);
+        let x = b.ins().iadd_imm_s(width, -edge::EDGE_LANES);
+        let v = body(b, stage, plan, ctx, x, Path::Edge(Side::Right), fault)?;
+        let off = b.ins().imul_imm_s(x, esize(out_d));
+        let addr = b.ins().iadd(out, off);
+        b.ins().store(mem(), v, addr, 0);
+        b.ins().jump(done, &[]);
+        b.switch_to_block(scalar);
+    }
     match border {
         Some((bc, rows_arr, strides)) => {
             // Skip the call when no column is left (`xlo == 0` and `xs == W`).

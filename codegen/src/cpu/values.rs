@@ -582,6 +582,39 @@ impl Em<'_, '_> {
         }
     }
 
+    /// A vector whose lane `i` is lane `picks[i].1` of `srcs[picks[i].0]` (32-bit lanes, all
+    /// sources of one type): one shuffle for up to two sources, one more per further source.
+    pub(crate) fn pick_lanes(&mut self, srcs: &[Value], picks: [(usize, u8); 4]) -> Value {
+        let ty = self.b.func.dfg.value_type(srcs[0]);
+        let flags = MemFlagsData::new().with_endianness(Endianness::Little);
+        let bytes: Vec<Value> = srcs
+            .iter()
+            .map(|&s| self.b.ins().bitcast(types::I8X16, flags, s))
+            .collect();
+        let shuffle = |b: &mut FunctionBuilder, x: Value, y: Value, lane: [u8; 4]| {
+            let mask: Vec<u8> = (0..16).map(|j| 4 * lane[j / 4] + (j % 4) as u8).collect();
+            let imm = b.func.dfg.immediates.push(ConstantData::from(mask));
+            b.ins().shuffle(x, y, imm)
+        };
+        // Lanes `0..4` name the first operand's lanes, `4..8` the second's.
+        let own = |i: usize| i as u8;
+        let first: [u8; 4] = std::array::from_fn(|i| match picks[i] {
+            (0, l) => l,
+            (1, l) => 4 + l,
+            _ => own(i),
+        });
+        let second = bytes.get(1).copied().unwrap_or(bytes[0]);
+        let mut acc = shuffle(self.b, bytes[0], second, first);
+        for (s, &src) in bytes.iter().enumerate().skip(2) {
+            let lanes: [u8; 4] = std::array::from_fn(|i| match picks[i] {
+                (t, l) if t == s => 4 + l,
+                _ => own(i),
+            });
+            acc = shuffle(self.b, acc, src, lanes);
+        }
+        self.b.ins().bitcast(ty, flags, acc)
+    }
+
     /// Lanes `k..k+4` of the 32-bit lanes of `a ++ b` (`palignr`), in `a`'s type.
     fn lane_shift(&mut self, a: Value, b: Value, k: u8) -> Value {
         let ty = self.b.func.dfg.value_type(a);

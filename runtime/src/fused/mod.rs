@@ -41,6 +41,9 @@ pub struct EngineStats {
     pub compile_ms: f64,
     /// Compiled kernels with at least one stage sharing work between neighbouring columns.
     pub kernels_sharing_columns: usize,
+    /// Compiled kernels with at least one stage running edge vectors (the first and last
+    /// columns of rows as vectors).
+    pub kernels_with_edge_vectors: usize,
     /// Background compiles started (bigger steps, clean-input specialisation; see
     /// [`Upgrade`]).
     pub upgrades_started: usize,
@@ -204,6 +207,7 @@ impl Engine {
             st.kernels_compiled += 1;
             st.compile_ms += compiled.compile_ms;
             st.kernels_sharing_columns += usize::from(compiled.shared_column_stages > 0);
+            st.kernels_with_edge_vectors += usize::from(compiled.edge_vector_stages > 0);
             st.upgrades_started += usize::from(upgrade.is_some());
         }
         Ok(lock(&self.cache)
