@@ -1,8 +1,8 @@
 //! The CPU backend's work sharing between neighbouring columns (lane shuffles of
 //! shift-equivalent values, `codegen/src/cpu/shift.rs`) changes no bit: the fused engine with
 //! sharing, the fused engine without it, and the eager oracle agree on every row width from
-//! 1 to 80 (so every mix of shared steps, single vectors, the overlapped tail and scalar
-//! border columns), on nasty data, for the operators whose kernels share work.
+//! 1 to 80 (so every mix of shared steps, single vectors, the overlapped tail, edge vectors
+//! and scalar border columns), on nasty data, for the operators whose kernels share work.
 
 mod common;
 
@@ -44,6 +44,7 @@ fn sharing_changes_no_bit_at_any_width() {
         ..Default::default()
     });
     let mut shared_kernels = 0;
+    let mut shared_with_edges = 0;
     for (op, params) in cases() {
         for w in 1..=80usize {
             let shape = [1, 1, 6, w];
@@ -59,6 +60,14 @@ fn sharing_changes_no_bit_at_any_width() {
                     .kernels
                     .iter()
                     .filter(|k| k.describe().contains("shared across columns"))
+                    .count();
+                shared_with_edges += c
+                    .kernels
+                    .iter()
+                    .filter(|k| {
+                        let d = k.describe();
+                        d.contains("shared across columns") && d.contains("edge vectors")
+                    })
                     .count();
             }
             for (di, data) in [Data::Uniform, Data::Ties, Data::Special]
@@ -80,6 +89,11 @@ fn sharing_changes_no_bit_at_any_width() {
     assert!(
         shared_kernels >= 4,
         "only {shared_kernels} kernels used column sharing"
+    );
+    // ... and edge vectors with it (rows of 12 columns and more).
+    assert!(
+        shared_with_edges >= 2,
+        "only {shared_with_edges} sharing kernels used edge vectors"
     );
 }
 

@@ -383,3 +383,31 @@ fn edge_vectors_only_within_four_columns() {
     assert!(!ck.describe().contains("edge vectors"), "{}", ck.describe());
     check_edge_widths(&k, "dx=5");
 }
+
+#[test]
+fn edge_vectors_off_when_asked() {
+    let d = DType::F32;
+    let mut s = StageB::default();
+    let a = s.load(IN0, d, &[0, -1], Border::Mirror);
+    let b = s.load(IN0, d, &[0, 2], Border::Wrap);
+    let r = s.bin(BinaryOp::Sub, a, b);
+    let k = stencil(4, &[d], s.finish(r));
+    let on = compile(&k, &CompileOptions::default()).unwrap();
+    let off = compile(
+        &k,
+        &CompileOptions {
+            no_edge_vectors: true,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    assert!(on.describe().contains("edge vectors"), "{}", on.describe());
+    assert!(!off.describe().contains("edge vectors"), "{}", off.describe());
+    for w in [12, 13, 30] {
+        let mut r = Rng(w as u64);
+        let inputs = vec![rand_img(&mut r, d, 3, w, false)];
+        let a = run_all(&on, &inputs, 3, w, DENSE);
+        let b = run_all(&off, &inputs, 3, w, DENSE);
+        assert_eq!(diff(&a, &b), None, "w={w}");
+    }
+}

@@ -55,6 +55,14 @@ pub struct BenchArgs {
     /// alternating, and print the two medians and their ratio.
     #[arg(long, conflicts_with_all = ["no_window_doubling", "ab_column_sharing", "json"])]
     ab_window_doubling: bool,
+    /// Turn off the CPU backend's edge vectors (the first and last four columns of a row as
+    /// one vector each), for A/B runs.
+    #[arg(long)]
+    no_edge_vectors: bool,
+    /// A/B in this process: time each workload with and without edge vectors, alternating,
+    /// and print the two medians and their ratio.
+    #[arg(long, conflicts_with_all = ["no_edge_vectors", "ab_column_sharing", "ab_window_doubling", "json"])]
+    ab_edge_vectors: bool,
     /// Compile without tiering (no background compile with bigger steps or the clean-input
     /// specialisation), for A/B runs.
     #[arg(long)]
@@ -62,7 +70,7 @@ pub struct BenchArgs {
     /// A/B in this process: time each workload with and without tiered compilation
     /// (bigger vector steps, the clean-input specialisation and its input check),
     /// alternating, and print the two medians and their ratio.
-    #[arg(long, conflicts_with_all = ["no_tiering", "ab_column_sharing", "ab_window_doubling", "json"])]
+    #[arg(long, conflicts_with_all = ["no_tiering", "ab_column_sharing", "ab_window_doubling", "ab_edge_vectors", "json"])]
     ab_tiering: bool,
     /// Scratch bytes per chunk of a multi-stage block (default: the engine's
     /// `SCRATCH_BUDGET`), for experiments on the chunk size.
@@ -183,6 +191,7 @@ pub fn run(a: BenchArgs) -> Result<ExitCode, CliError> {
         min_time: a.min_time,
         compile: kiln_codegen::CompileOptions {
             no_column_sharing: a.no_column_sharing,
+            no_edge_vectors: a.no_edge_vectors,
             ..Default::default()
         },
         window_doubling: !a.no_window_doubling,
@@ -199,6 +208,16 @@ pub fn run(a: BenchArgs) -> Result<ExitCode, CliError> {
             ..opts.clone()
         };
         return ab(&workloads, &a.threads, &opts, &off, ["shared", "unshared"]);
+    }
+    if a.ab_edge_vectors {
+        let off = BenchOptions {
+            compile: kiln_codegen::CompileOptions {
+                no_edge_vectors: true,
+                ..opts.compile.clone()
+            },
+            ..opts.clone()
+        };
+        return ab(&workloads, &a.threads, &opts, &off, ["edges", "scalar"]);
     }
     if a.ab_window_doubling {
         let off = BenchOptions {

@@ -237,9 +237,7 @@ fn compile_with(
                     rowfn::plan_stage(
                         kernel,
                         i,
-                        fault,
-                        !options.no_column_sharing,
-                        options.step_code_budget.unwrap_or(shift::STEP_CODE_BUDGET),
+                        options,
                         plain_picks.and_then(|p| p.get(i)).map(|p| p.as_slice()),
                     )
                 })
