@@ -402,7 +402,11 @@ fn edge_vectors_off_when_asked() {
     )
     .unwrap();
     assert!(on.describe().contains("edge vectors"), "{}", on.describe());
-    assert!(!off.describe().contains("edge vectors"), "{}", off.describe());
+    assert!(
+        !off.describe().contains("edge vectors"),
+        "{}",
+        off.describe()
+    );
     for w in [12, 13, 30] {
         let mut r = Rng(w as u64);
         let inputs = vec![rand_img(&mut r, d, 3, w, false)];
