@@ -26,6 +26,10 @@ pub(crate) const EDGE_MAX_DX: i64 = 4;
 /// the interior between the two edge vectors, `[4, W-4)`, is at least one vector wide.
 pub(crate) const EDGE_MIN_WIDTH: i64 = 12;
 
+// The minimum width leaves room for both pairs of anchor vectors and an interior of at least
+// one vector between the edge vectors.
+const _: () = assert!(EDGE_MIN_WIDTH - 2 * EDGE_LANES >= EDGE_LANES);
+
 /// Widths at which the lane sources are probed (all at least [`EDGE_MIN_WIDTH`]).
 const PROBE_WIDTHS: [usize; 3] = [64, 65, 97];
 
@@ -162,14 +166,6 @@ mod tests {
                 }
             }
         }
-    }
-
-    /// The minimum width leaves room for both pairs of anchor vectors and an interior of
-    /// at least one vector between the edge vectors.
-    #[test]
-    fn minimum_width_fits_anchors_and_interior() {
-        assert!(EDGE_MIN_WIDTH >= 2 * EDGE_LANES);
-        assert!(EDGE_MIN_WIDTH - 2 * EDGE_LANES >= EDGE_LANES);
     }
 
     #[test]
