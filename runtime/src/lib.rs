@@ -6,6 +6,7 @@ pub mod cuda;
 pub mod cuda_graph;
 pub mod eager;
 pub mod fused;
+mod inline;
 pub mod memory;
 pub mod npy;
 pub mod tensor;

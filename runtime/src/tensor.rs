@@ -394,7 +394,7 @@ fn strided_copy<T: Copy + Send + Sync>(
     };
     let mut out = vec![src[offset]; n];
     let band = TILE * w;
-    out.par_chunks_mut(band).enumerate().for_each(|(k, chunk)| {
+    let copy_band = |(k, chunk): (usize, &mut [T])| {
         let g0 = k * TILE;
         let bases: Vec<usize> = (g0..g0 + chunk.len() / w).map(row_base).collect();
         if sw == 1 {
@@ -412,7 +412,12 @@ fn strided_copy<T: Copy + Send + Sync>(
                 }
             }
         }
-    });
+    };
+    if crate::inline::active() {
+        out.chunks_mut(band).enumerate().for_each(copy_band);
+    } else {
+        out.par_chunks_mut(band).enumerate().for_each(copy_band);
+    }
     debug_assert_eq!(rows * w, n);
     out
 }

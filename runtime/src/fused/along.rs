@@ -106,7 +106,11 @@ pub(crate) fn run(
                 }
             }
         };
-        (0..lines.div_ceil(per)).into_par_iter().for_each(task);
+        if crate::inline::active() {
+            (0..lines.div_ceil(per)).for_each(task);
+        } else {
+            (0..lines.div_ceil(per)).into_par_iter().for_each(task);
+        }
     } else {
         let width = shape[inner];
         let n = shape[axis];
@@ -173,7 +177,11 @@ pub(crate) fn run(
                 }
             }
         };
-        (0..lines * chunks_per_line).into_par_iter().for_each(task);
+        if crate::inline::active() {
+            (0..lines * chunks_per_line).for_each(task);
+        } else {
+            (0..lines * chunks_per_line).into_par_iter().for_each(task);
+        }
     }
     Tensor::from_storage(storage, out_shape)
 }

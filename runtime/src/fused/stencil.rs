@@ -380,6 +380,11 @@ pub(crate) fn run(
     };
     if nblocks <= 1 {
         do_block(&mut Vec::new(), 0)?;
+    } else if crate::inline::active() {
+        let mut pool = Vec::new();
+        for b in 0..nblocks {
+            do_block(&mut pool, b)?;
+        }
     } else {
         // One scratch pool per rayon work item (a few per thread), reused by its blocks.
         (0..nblocks)
