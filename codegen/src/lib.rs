@@ -30,8 +30,8 @@ pub struct CompileOptions {
     /// bigger steps, which run faster and compile slower (the runtime's tiered compile
     /// uses a bigger one in the background). The output is the same bits either way.
     pub step_code_budget: Option<usize>,
-    /// Turns off the CPU backend's edge vectors (the first and last four columns of a row
-    /// as one vector each, see `cpu::edge`); for A/B measurements and tests. The output is
+    /// Turns off the CPU backend's edge vectors (the first and last columns of a row
+    /// as vectors, see `cpu::edge`); for A/B measurements and tests. The output is
     /// the same bits either way.
     pub no_edge_vectors: bool,
 }

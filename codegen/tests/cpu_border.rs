@@ -293,11 +293,11 @@ fn cpu_kernel_is_send_and_sync() {
     check::<kiln_codegen::cpu::CpuKernel>();
 }
 
-/// Checks `k` against the reference on rows around the edge-vector minimum width (12), dense
-/// and strided.
+/// Checks `k` against the reference on rows around the edge-vector minimum widths (12 and
+/// 20), dense and strided.
 fn check_edge_widths(k: &Kernel, what: &str) {
     let ck = compile(k, &CompileOptions::default()).unwrap();
-    for w in [4, 9, 11, 12, 13, 15, 16, 19, 28, 64] {
+    for w in [4, 9, 11, 12, 13, 15, 16, 19, 20, 21, 23, 24, 28, 64] {
         let mut r = Rng(w as u64 * 7 + 3);
         let inputs = vec![rand_img(&mut r, DType::F32, 3, w, false)];
         let want = ref_all(k, &inputs, 3, w);
@@ -328,7 +328,7 @@ fn edge_vectors_agree_with_the_reference_for_every_mode_and_offset() {
         // once (several anchors and picks in one vector).
         let mut all = StageB::default();
         let mut sum = None;
-        for dx in -4..=4 {
+        for dx in -8..=8 {
             let mut s = StageB::default();
             let a = s.load(IN0, d, &[1, dx], border);
             let k = stencil(4, &[d], s.finish(a));
@@ -357,7 +357,7 @@ fn edge_vectors_handle_in_range_tests() {
     // `in_range(x + dx) ? load(x + dx) : load(x)`, plus an outer in-range test: constant
     // lane masks on edge vectors, combined with the row's in-range byte.
     let d = DType::F32;
-    for dx in [-4, -3, -1, 1, 2, 4] {
+    for dx in [-8, -5, -4, -3, -1, 1, 2, 4, 6, 8] {
         for dy in [0, 1] {
             let mut s = StageB::default();
             let a = s.load(IN0, d, &[dy, dx], Border::Nearest);
@@ -373,15 +373,15 @@ fn edge_vectors_handle_in_range_tests() {
 }
 
 #[test]
-fn edge_vectors_only_within_four_columns() {
+fn edge_vectors_only_within_eight_columns() {
     let d = DType::F32;
     let mut s = StageB::default();
-    let a = s.load(IN0, d, &[0, 5], Border::Reflect);
+    let a = s.load(IN0, d, &[0, 9], Border::Reflect);
     let k = stencil(4, &[d], s.finish(a));
     let ck = compile(&k, &CompileOptions::default()).unwrap();
     assert!(ck.describe().contains("vectorised"), "{}", ck.describe());
     assert!(!ck.describe().contains("edge vectors"), "{}", ck.describe());
-    check_edge_widths(&k, "dx=5");
+    check_edge_widths(&k, "dx=9");
 }
 
 #[test]

@@ -55,8 +55,8 @@ pub struct BenchArgs {
     /// alternating, and print the two medians and their ratio.
     #[arg(long, conflicts_with_all = ["no_window_doubling", "ab_column_sharing", "json"])]
     ab_window_doubling: bool,
-    /// Turn off the CPU backend's edge vectors (the first and last four columns of a row as
-    /// one vector each), for A/B runs.
+    /// Turn off the CPU backend's edge vectors (the first and last columns of a row as
+    /// vectors), for A/B runs.
     #[arg(long)]
     no_edge_vectors: bool,
     /// A/B in this process: time each workload with and without edge vectors, alternating,

@@ -1,17 +1,18 @@
-//! Edge vectors: the first and the last four columns of a row as one `F32X4` step each,
-//! instead of scalar border columns.
+//! Edge vectors: the first and the last `4k` columns of a row as `k` `F32X4` steps each
+//! (`k` = 1 or 2), instead of scalar border columns.
 //!
-//! A load `x + dx` at the left edge (`x = 0..4`) or the right edge (`x = W-4..W`) reads
-//! columns outside the row for some lanes. For `|dx| <= 4` and a row at least
-//! [`EDGE_MIN_WIDTH`] wide, every border mode maps such a lane to a column at a fixed
-//! distance from one end of the row (or to the mode's constant), so each lane's source is
-//! known when the code is generated: a lane of one of four *anchor* vectors (columns
-//! `0..4`, `4..8`, `W-8..W-4`, `W-4..W`) or of the constant. The load becomes those anchor
-//! loads and one lane shuffle per extra source. In-range tests become constant lane masks.
+//! A load `x + dx` in an edge vector (`x` in `[4v, 4v+4)` at the left end, in
+//! `[W-4v-4, W-4v)` at the right end, `v < k`) reads columns outside the row for some lanes.
+//! For `|dx| <= 4k` and a row at least [`min_width`]`(k)` wide, every border mode maps such a
+//! lane to a column at a fixed distance from one end of the row (or to the mode's
+//! constant), so each lane's source is known when the code is generated: a lane of one of
+//! the *anchor* vectors (columns `4a..4a+4` or `W-16+4a..W-12+4a`, `a < 4`) or of the
+//! constant. The load becomes those anchor loads and one lane shuffle per extra source.
+//! In-range tests become constant lane masks.
 //!
 //! The lane sources are derived from `kiln_ir::semantics::remap_index` itself (probed at
 //! three widths), not restated here; a test checks them against it for every width from
-//! [`EDGE_MIN_WIDTH`] on.
+//! [`min_width`] on.
 
 use kiln_ir::semantics::remap_index;
 use kiln_ir::Border;
@@ -19,54 +20,68 @@ use kiln_ir::Border;
 /// Lanes per edge vector.
 pub(crate) const EDGE_LANES: i64 = 4;
 
-/// Largest `|dx|` an edge vector handles.
-pub(crate) const EDGE_MAX_DX: i64 = 4;
+/// Most edge vectors at each end of a row.
+pub(crate) const MAX_EDGE_VECTORS: i64 = 2;
 
-/// Narrowest row that takes edge vectors: every lane source below holds from here on, and
-/// the interior between the two edge vectors, `[4, W-4)`, is at least one vector wide.
-pub(crate) const EDGE_MIN_WIDTH: i64 = 12;
+/// Columns from each end an anchor vector may start at (four anchors per end).
+const ANCHOR_SPAN: i64 = 16;
 
-// The minimum width leaves room for both pairs of anchor vectors and an interior of at least
-// one vector between the edge vectors.
-const _: () = assert!(EDGE_MIN_WIDTH - 2 * EDGE_LANES >= EDGE_LANES);
+/// Edge vectors per end for a stage whose column offsets lie in `[min_dx, max_dx]`: enough
+/// to cover its border columns, `None` beyond [`MAX_EDGE_VECTORS`].
+pub(crate) fn vectors_for(min_dx: i64, max_dx: i64) -> Option<i64> {
+    let reach = (-min_dx).max(max_dx).max(1);
+    let k = (reach + EDGE_LANES - 1) / EDGE_LANES;
+    (k <= MAX_EDGE_VECTORS).then_some(k)
+}
 
-/// Widths at which the lane sources are probed (all at least [`EDGE_MIN_WIDTH`]).
+/// Narrowest row that takes `k` edge vectors per end: every lane source below holds from
+/// here on, and the interior between them, `[4k, W-4k)`, is at least one vector wide.
+pub(crate) fn min_width(k: i64) -> i64 {
+    2 * k * EDGE_LANES + EDGE_LANES
+}
+
+/// Widths at which the lane sources are probed (all at least `min_width(MAX_EDGE_VECTORS)`).
 const PROBE_WIDTHS: [usize; 3] = [64, 65, 97];
 
 /// Which end of the row an edge vector covers.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Side {
-    /// Columns `0..4`.
+    /// Columns `4v..4v+4` for the `v`-th vector from the left end.
     Left,
-    /// Columns `W-4..W`.
+    /// Columns `W-4v-4..W-4v` for the `v`-th vector from the right end.
     Right,
 }
 
 /// Where one lane of an edge-vector load reads.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum LaneSource {
-    /// Column `c` (`0 <= c < 8`).
+    /// Column `c` (`0 <= c < 16`).
     FromLeft(i64),
-    /// Column `W + r` (`-8 <= r < 0`).
+    /// Column `W + r` (`-16 <= r < 0`).
     FromRight(i64),
     /// The border mode's constant.
     Constant,
 }
 
-/// The column lane `lane` of the edge vector on `side` reads with offset `dx`, in a row of
-/// `width` columns (possibly outside the row).
-fn column(side: Side, lane: i64, dx: i64, width: i64) -> i64 {
+/// The first column of edge vector `v` on `side` in a row of `width` columns.
+pub(crate) fn first_column(side: Side, v: i64, width: i64) -> i64 {
     match side {
-        Side::Left => lane + dx,
-        Side::Right => width - EDGE_LANES + lane + dx,
+        Side::Left => EDGE_LANES * v,
+        Side::Right => width - EDGE_LANES * (v + 1),
     }
 }
 
-/// The source of each lane of a load with column offset `dx` under `border`, or `None` when
-/// an edge vector cannot compute it (`|dx| > 4`, or a source farther than eight columns
-/// from its end).
-pub(crate) fn load_lanes(side: Side, dx: i64, border: &Border) -> Option<[LaneSource; 4]> {
-    if dx.abs() > EDGE_MAX_DX {
+/// The column lane `lane` of edge vector `v` on `side` reads with offset `dx` (possibly
+/// outside the row).
+fn column(side: Side, v: i64, lane: i64, dx: i64, width: i64) -> i64 {
+    first_column(side, v, width) + lane + dx
+}
+
+/// The source of each lane of a load with column offset `dx` under `border` in edge vector
+/// `v`, or `None` when an edge vector cannot compute it (`|dx| > 8`, or a source farther
+/// than sixteen columns from its end).
+pub(crate) fn load_lanes(side: Side, v: i64, dx: i64, border: &Border) -> Option<[LaneSource; 4]> {
+    if dx.abs() > MAX_EDGE_VECTORS * EDGE_LANES || !(0..MAX_EDGE_VECTORS).contains(&v) {
         return None;
     }
     let mut out = [LaneSource::Constant; 4];
@@ -74,7 +89,7 @@ pub(crate) fn load_lanes(side: Side, dx: i64, border: &Border) -> Option<[LaneSo
         let probes: Vec<(i64, Option<i64>)> = PROBE_WIDTHS
             .iter()
             .map(|&w| {
-                let j = column(side, lane as i64, dx, w as i64);
+                let j = column(side, v, lane as i64, dx, w as i64);
                 (w as i64, remap_index(j, w, border).map(|m| m as i64))
             })
             .collect();
@@ -89,10 +104,12 @@ pub(crate) fn load_lanes(side: Side, dx: i64, border: &Border) -> Option<[LaneSo
                 .zip(&from_left)
                 .map(|(&(w, _), &m)| m - w)
                 .collect();
-            if from_left.iter().all(|&m| m == from_left[0]) && (0..8).contains(&from_left[0]) {
+            if from_left.iter().all(|&m| m == from_left[0])
+                && (0..ANCHOR_SPAN).contains(&from_left[0])
+            {
                 LaneSource::FromLeft(from_left[0])
             } else if from_right.iter().all(|&r| r == from_right[0])
-                && (-8..0).contains(&from_right[0])
+                && (-ANCHOR_SPAN..0).contains(&from_right[0])
             {
                 LaneSource::FromRight(from_right[0])
             } else {
@@ -105,23 +122,26 @@ pub(crate) fn load_lanes(side: Side, dx: i64, border: &Border) -> Option<[LaneSo
 
 /// Whether every lane of `lanes` reads its own column `x + dx` inside the row (a plain
 /// vector load then does).
-pub(crate) fn is_direct(side: Side, dx: i64, lanes: &[LaneSource; 4]) -> bool {
+pub(crate) fn is_direct(side: Side, v: i64, dx: i64, lanes: &[LaneSource; 4]) -> bool {
     lanes.iter().enumerate().all(|(lane, src)| {
         let lane = lane as i64;
         match (side, *src) {
-            (Side::Left, LaneSource::FromLeft(c)) => c == lane + dx,
-            (Side::Right, LaneSource::FromRight(r)) => r == lane - EDGE_LANES + dx,
+            (Side::Left, LaneSource::FromLeft(c)) => c == column(side, v, lane, dx, 0),
+            (Side::Right, LaneSource::FromRight(r)) => r == column(side, v, lane, dx, 0),
             _ => false,
         }
     })
 }
 
-/// Per lane: whether column `x + dx` is inside the row (for rows of at least
-/// [`EDGE_MIN_WIDTH`] columns and `|dx| <= 4`).
-pub(crate) fn in_range_lanes(side: Side, dx: i64) -> [bool; 4] {
+/// Per lane: whether column `x + dx` of edge vector `v` is inside the row (for rows of at
+/// least `min_width(k)` columns, `v < k` and `|dx| <= 4k`).
+pub(crate) fn in_range_lanes(side: Side, v: i64, dx: i64) -> [bool; 4] {
     let w = PROBE_WIDTHS[0] as i64;
-    std::array::from_fn(|lane| (0..w).contains(&column(side, lane as i64, dx, w)))
+    std::array::from_fn(|lane| (0..w).contains(&column(side, v, lane as i64, dx, w)))
 }
+
+// The widest minimum width is below the probe widths.
+const _: () = assert!(2 * MAX_EDGE_VECTORS * EDGE_LANES + EDGE_LANES < 64);
 
 #[cfg(test)]
 mod tests {
@@ -138,29 +158,38 @@ mod tests {
         ]
     }
 
-    /// The derived lane sources agree with `remap_index` at every width from the minimum.
+    /// The derived lane sources agree with `remap_index` at every width from the minimum,
+    /// for every edge vector a stage of that reach takes.
     #[test]
     fn lane_sources_match_remap_index_at_every_width() {
         for border in borders() {
             for side in [Side::Left, Side::Right] {
-                for dx in -EDGE_MAX_DX..=EDGE_MAX_DX {
-                    let lanes = load_lanes(side, dx, &border)
-                        .unwrap_or_else(|| panic!("{border:?} {side:?} dx {dx} unsupported"));
-                    for w in EDGE_MIN_WIDTH..400 {
-                        for (lane, src) in lanes.iter().enumerate() {
-                            let j = column(side, lane as i64, dx, w);
-                            let want = remap_index(j, w as usize, &border).map(|m| m as i64);
-                            let got = match *src {
-                                LaneSource::FromLeft(c) => Some(c),
-                                LaneSource::FromRight(r) => Some(w + r),
-                                LaneSource::Constant => None,
-                            };
-                            assert_eq!(got, want, "{border:?} {side:?} dx {dx} w {w} lane {lane}");
-                        }
-                        let inr = in_range_lanes(side, dx);
-                        for (lane, &ok) in inr.iter().enumerate() {
-                            let j = column(side, lane as i64, dx, w);
-                            assert_eq!(ok, (0..w).contains(&j));
+                let reach = MAX_EDGE_VECTORS * EDGE_LANES;
+                for dx in -reach..=reach {
+                    let k = vectors_for(dx.min(0), dx.max(0)).expect("within reach");
+                    for v in 0..k {
+                        let lanes = load_lanes(side, v, dx, &border).unwrap_or_else(|| {
+                            panic!("{border:?} {side:?} v {v} dx {dx} unsupported")
+                        });
+                        for w in min_width(k)..400 {
+                            for (lane, src) in lanes.iter().enumerate() {
+                                let j = column(side, v, lane as i64, dx, w);
+                                let want = remap_index(j, w as usize, &border).map(|m| m as i64);
+                                let got = match *src {
+                                    LaneSource::FromLeft(c) => Some(c),
+                                    LaneSource::FromRight(r) => Some(w + r),
+                                    LaneSource::Constant => None,
+                                };
+                                assert_eq!(
+                                    got, want,
+                                    "{border:?} {side:?} v {v} dx {dx} w {w} lane {lane}"
+                                );
+                            }
+                            let inr = in_range_lanes(side, v, dx);
+                            for (lane, &ok) in inr.iter().enumerate() {
+                                let j = column(side, v, lane as i64, dx, w);
+                                assert_eq!(ok, (0..w).contains(&j));
+                            }
                         }
                     }
                 }
@@ -169,23 +198,38 @@ mod tests {
     }
 
     #[test]
+    fn vectors_per_end_follow_the_reach() {
+        assert_eq!(vectors_for(-1, 1), Some(1));
+        assert_eq!(vectors_for(0, 4), Some(1));
+        assert_eq!(vectors_for(-5, 0), Some(2));
+        assert_eq!(vectors_for(-7, 7), Some(2));
+        assert_eq!(vectors_for(-9, 0), None);
+        assert_eq!(min_width(1), 12);
+        assert_eq!(min_width(2), 20);
+    }
+
+    #[test]
     fn direct_loads_and_refusals() {
         // Right of the left edge, every lane is its own column.
-        let l = load_lanes(Side::Left, 1, &Border::Reflect).unwrap();
-        assert!(is_direct(Side::Left, 1, &l));
+        let l = load_lanes(Side::Left, 0, 1, &Border::Reflect).unwrap();
+        assert!(is_direct(Side::Left, 0, 1, &l));
         // One lane left of the row: reflect reads column 0 for column -1.
-        let l = load_lanes(Side::Left, -1, &Border::Reflect).unwrap();
-        assert!(!is_direct(Side::Left, -1, &l));
+        let l = load_lanes(Side::Left, 0, -1, &Border::Reflect).unwrap();
+        assert!(!is_direct(Side::Left, 0, -1, &l));
         assert_eq!(l[0], LaneSource::FromLeft(0));
         assert_eq!(l[1], LaneSource::FromLeft(0));
+        // The second vector from the left, seven columns left: lanes 0..3 read -3..0.
+        let l = load_lanes(Side::Left, 1, -7, &Border::Reflect).unwrap();
+        assert_eq!(l[0], LaneSource::FromLeft(2));
+        assert_eq!(l[3], LaneSource::FromLeft(0));
         // Wrap at the left edge reads the right end.
-        let l = load_lanes(Side::Left, -2, &Border::Wrap).unwrap();
+        let l = load_lanes(Side::Left, 0, -2, &Border::Wrap).unwrap();
         assert_eq!(l[0], LaneSource::FromRight(-2));
         assert_eq!(l[2], LaneSource::FromLeft(0));
-        let r = load_lanes(Side::Right, 3, &Border::Constant(Scalar::F32(0))).unwrap();
+        let r = load_lanes(Side::Right, 0, 3, &Border::Constant(Scalar::F32(0))).unwrap();
         assert_eq!(r[0], LaneSource::FromRight(-1));
         assert_eq!(r[1], LaneSource::Constant);
-        assert!(load_lanes(Side::Left, 5, &Border::Reflect).is_none());
-        assert!(load_lanes(Side::Right, -5, &Border::Nearest).is_none());
+        assert!(load_lanes(Side::Left, 0, 9, &Border::Reflect).is_none());
+        assert!(load_lanes(Side::Right, 2, 1, &Border::Nearest).is_none());
     }
 }

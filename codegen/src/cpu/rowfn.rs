@@ -8,9 +8,9 @@
 //!   with `F32X4` if the stage is vectorisable (sixteen with `I8X16` when every value is u8
 //!   or bool, see `bytevec`; two vectors per step for small stages), ending with one vector
 //!   overlapping the previous one;
-//! * on rows of at least 12 columns with unit strides, a plain vector stage whose column
-//!   offsets are within ±4 computes columns `[0, 4)` and `[W-4, W)` as *edge vectors* (lane
-//!   shuffles of vectors at the row's ends, see `edge`) and the interior loop covers `[4, W-4)`;
+//! * on wide enough rows with unit strides, a vector stage whose column offsets are within
+//!   ±4k (k = 1 or 2) computes columns `[0, 4k)` and `[W-4k, W)` as *edge vectors* (lane
+//!   shuffles of vectors at the row's ends, see `edge`) and the interior loop covers the rest;
 //! * every other column (`[0, xlo)`, the rest of the row, or all of it with strided rows)
 //!   runs one scalar body that remaps column indices under each load's border mode (a
 //!   compare and a branch per load inside the row, the remap only outside it). For big
@@ -197,9 +197,9 @@ pub(crate) struct StagePlan {
     /// A min/max window along the run axis, computed in blocks of rows by the multi-row
     /// function (see `rowblock`).
     row_window: Option<super::rowblock::RowWindow>,
-    /// The first and last four columns of a wide enough row run as edge vectors (see
-    /// `edge`) instead of scalar border columns.
-    edge: bool,
+    /// Edge vectors per end of a wide enough row (see `edge`; 0: none): the first and last
+    /// `4 * edge_vectors` columns run as vectors instead of scalar border columns.
+    edge_vectors: i64,
 }
 
 impl StagePlan {
@@ -224,7 +224,7 @@ impl StagePlan {
 
     /// Whether wide enough rows run edge vectors instead of scalar border columns.
     pub(crate) fn uses_edge_vectors(&self) -> bool {
-        self.edge
+        self.edge_vectors > 0
     }
 
     /// Whether the vector interior shares work between neighbouring columns.
@@ -299,10 +299,14 @@ impl StagePlan {
             } else {
                 "scalar".into()
             }
-        ) + if self.edge {
-            ", edge vectors for the first and last four columns of rows of 12 or more"
+        ) + &if self.edge_vectors > 0 {
+            format!(
+                ", edge vectors for the first and last {} columns of rows of {} or more",
+                edge::EDGE_LANES * self.edge_vectors,
+                edge::min_width(self.edge_vectors)
+            )
         } else {
-            ""
+            String::new()
         }
     }
 }
@@ -431,8 +435,10 @@ pub(crate) fn plan_stage(
     // Edge vectors: for the plain F32X4 loop (not shared steps) of a stage with border
     // columns, every column offset within reach. Not under a planted fault, which targets
     // the scalar border path.
+    let k = edge::vectors_for(min_dx, max_dx).unwrap_or(0);
     let edge = !options.no_edge_vectors
         && vectorisable
+        && k > 0
         && (min_dx < 0 || max_dx > 0)
         && shift.as_ref().is_none_or(|sp| {
             sp.blocks >= super::shift::ONE_VECTOR_LOOP_MIN_BLOCKS
@@ -440,14 +446,14 @@ pub(crate) fn plan_stage(
         })
         && fault.is_none()
         && stage.insts.iter().all(|inst| match &inst.op {
-            Op::Load { offset, border, .. } => [Side::Left, Side::Right]
-                .iter()
-                .all(|&side| edge::load_lanes(side, offset[sr - 1], border).is_some()),
-            Op::InRange(offset) => offset[sr - 1].abs() <= edge::EDGE_MAX_DX,
+            Op::Load { offset, border, .. } => [Side::Left, Side::Right].iter().all(|&side| {
+                (0..k).all(|v| edge::load_lanes(side, v, offset[sr - 1], border).is_some())
+            }),
             _ => true,
         });
+    let edge_vectors = if edge { k } else { 0 };
     let mut plan = StagePlan {
-        edge,
+        edge_vectors,
         row_window,
         shift,
         raw_nan,
@@ -467,7 +473,9 @@ pub(crate) fn plan_stage(
     };
     // Not for big unshared stages, whose border columns are in a function of their own
     // (inline edge vectors would cost compile time).
-    plan.edge &= plan.shift.is_some() || !split_border(&plan, stage);
+    if plan.shift.is_none() && split_border(&plan, stage) {
+        plan.edge_vectors = 0;
+    }
     Ok(plan)
 }
 
@@ -648,9 +656,9 @@ enum Path {
     Border,
     /// Every column in range, four columns, stride 1.
     Vector,
-    /// The first or last four columns of a row of at least `edge::EDGE_MIN_WIDTH`, stride 1
-    /// (see `edge`).
-    Edge(Side),
+    /// Edge vector `v` from one end of a row of at least `edge::min_width`, stride 1 (see
+    /// `edge`).
+    Edge(Side, i64),
 }
 
 fn clamp_col(b: &mut FunctionBuilder, j: Value, ctx: &RowCtx) -> Value {
@@ -717,7 +725,7 @@ fn edge_load(
     border: &Border,
     lanes: &[LaneSource; 4],
 ) -> Result<Value, CodegenError> {
-    /// A source vector: columns `4k..4k+4`, columns `W-8+4k..W-4+4k`, or the constant.
+    /// A source vector: columns `4k..4k+4`, columns `W-16+4k..W-12+4k`, or the constant.
     #[derive(Clone, Copy, PartialEq, Eq)]
     enum Anchor {
         Left(i64),
@@ -730,7 +738,7 @@ fn edge_load(
     for (i, lane) in lanes.iter().enumerate() {
         let (anchor, l) = match *lane {
             LaneSource::FromLeft(c) => (Anchor::Left(c / 4), (c % 4) as u8),
-            LaneSource::FromRight(r) => (Anchor::Right((r + 8) / 4), ((r + 8) % 4) as u8),
+            LaneSource::FromRight(r) => (Anchor::Right((r + 16) / 4), ((r + 16) % 4) as u8),
             LaneSource::Constant => (Anchor::Constant, i as u8),
         };
         let k = match anchors.iter().position(|&a| a == anchor) {
@@ -741,7 +749,7 @@ fn edge_load(
                     Anchor::Right(k) => {
                         let end = em.b.ins().ishl_imm_u(width, 2);
                         let end = em.b.ins().iadd(p, end);
-                        em.b.ins().load(ty, mem(), end, (16 * k - 32) as i32)
+                        em.b.ins().load(ty, mem(), end, (16 * k - 64) as i32)
                     }
                     Anchor::Constant => {
                         let Border::Constant(c) = border else {
@@ -831,19 +839,19 @@ fn emit_at(
             let ty = em.ty(d);
             let p = ctx.ptr[s];
             let lanes = match path {
-                Path::Edge(side) => {
-                    let lanes = edge::load_lanes(side, dx, border)
+                Path::Edge(side, v) => {
+                    let lanes = edge::load_lanes(side, v, dx, border)
                         .ok_or_else(|| bad("edge vector for a load it cannot compute"))?;
-                    (!edge::is_direct(side, dx, &lanes)).then_some(lanes)
+                    (!edge::is_direct(side, v, dx, &lanes)).then_some(lanes)
                 }
                 _ => None,
             };
             let v = match path {
-                Path::Edge(_) if lanes.is_some() => {
+                Path::Edge(..) if lanes.is_some() => {
                     let lanes = lanes.expect("checked");
                     edge_load(em, ctx.width, p, ty, border, &lanes)?
                 }
-                Path::Vector | Path::Edge(_) => {
+                Path::Vector | Path::Edge(..) => {
                     let base = em.b.ins().ishl_imm_u(x, 2);
                     let addr = em.b.ins().iadd(p, base);
                     match i32::try_from(dx * 4) {
@@ -902,8 +910,8 @@ fn emit_at(
                         None => inr,
                     }
                 }
-                Path::Edge(side) if edge::in_range_lanes(side, dx) != [true; 4] => {
-                    let lanes = edge::in_range_lanes(side, dx);
+                Path::Edge(side, v) if edge::in_range_lanes(side, v, dx) != [true; 4] => {
+                    let lanes = edge::in_range_lanes(side, v, dx);
                     let bytes: Vec<u8> = lanes
                         .iter()
                         .flat_map(|&t| [if t { 0xff } else { 0 }; 4])
@@ -1342,10 +1350,11 @@ pub(crate) fn build_rows(
         }
     });
     let edge_ok = match vec_ok {
-        Some(ok) if plan.edge => {
-            let wide =
-                b.ins()
-                    .icmp_imm_s(IntCC::SignedGreaterThanOrEqual, width, edge::EDGE_MIN_WIDTH);
+        Some(ok) if plan.edge_vectors > 0 => {
+            let min = edge::min_width(plan.edge_vectors);
+            let wide = b
+                .ins()
+                .icmp_imm_s(IntCC::SignedGreaterThanOrEqual, width, min);
             Some(b.ins().band(ok, wide))
         }
         _ => None,
@@ -1632,11 +1641,13 @@ fn emit_row(
             };
         let emit_vec = |b: &mut FunctionBuilder, x: Value| emit_path(b, x, Path::Vector);
         // Edge vectors (see `edge`): on a wide enough row with unit strides, columns
-        // `[0, 4)` before the vector loop and `[W-4, W)` after it, which then covers
-        // `[4, W-4)` (inside the interior: every `|dx| <= 4`).
+        // `[0, 4k)` before the vector loop and `[W-4k, W)` after it, which then covers
+        // `[4k, W-4k)` (inside the interior: every `|dx| <= 4k`).
         let xhi = match edge_ok {
             Some(e) => {
-                let w4 = b.ins().iadd_imm_s(width, -edge::EDGE_LANES);
+                let w4 = b
+                    .ins()
+                    .iadd_imm_s(width, -edge::EDGE_LANES * plan.edge_vectors);
                 b.ins().select(e, w4, xhi)
             }
             None => xhi,
@@ -1658,8 +1669,10 @@ fn emit_row(
                     b.switch_to_block(start);
                     b.ins().brif(e, left, &[], entry, &[arg(xlo)]);
                     b.switch_to_block(left);
-                    let zero = b.ins().iconst(i64t, 0);
-                    emit_path(b, zero, Path::Edge(Side::Left))?;
+                    for v in 0..plan.edge_vectors {
+                        let x = b.ins().iconst(i64t, edge::first_column(Side::Left, v, 0));
+                        emit_path(b, x, Path::Edge(Side::Left, v))?;
+                    }
                     // Plain steps resume after the edge vector (fewest vectors per row:
                     // gradient magnitude's 28-column rows take 7 instead of 8). Shared steps
                     // keep their own start, where the one load per vector of each row reads
@@ -1669,7 +1682,7 @@ fn emit_row(
                     let start = if plan.shift.is_some() {
                         xlo
                     } else {
-                        b.ins().iconst(i64t, edge::EDGE_LANES)
+                        b.ins().iconst(i64t, edge::EDGE_LANES * plan.edge_vectors)
                     };
                     b.ins().jump(entry, &[arg(start)]);
                 }
@@ -1819,11 +1832,13 @@ fn emit_row(
         let scalar = b.create_block();
         b.ins().brif(e, right, &[], scalar, &[]);
         b.switch_to_block(right);
-        let x = b.ins().iadd_imm_s(width, -edge::EDGE_LANES);
-        let v = body(b, stage, plan, ctx, x, Path::Edge(Side::Right), fault)?;
-        let off = b.ins().imul_imm_s(x, esize(out_d));
-        let addr = b.ins().iadd(out, off);
-        b.ins().store(mem(), v, addr, 0);
+        for v in 0..plan.edge_vectors {
+            let x = b.ins().iadd_imm_s(width, -edge::EDGE_LANES * (v + 1));
+            let val = body(b, stage, plan, ctx, x, Path::Edge(Side::Right, v), fault)?;
+            let off = b.ins().imul_imm_s(x, esize(out_d));
+            let addr = b.ins().iadd(out, off);
+            b.ins().store(mem(), val, addr, 0);
+        }
         b.ins().jump(done, &[]);
         b.switch_to_block(scalar);
     }
