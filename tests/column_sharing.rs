@@ -43,8 +43,15 @@ fn sharing_changes_no_bit_at_any_width() {
         no_column_sharing: true,
         ..Default::default()
     });
+    // The background compile's budget: bigger steps, two edge vectors per end for stages
+    // reaching 5 to 8 columns.
+    let big = Engine::with_options(CompileOptions {
+        step_code_budget: Some(3000),
+        ..Default::default()
+    });
     let mut shared_kernels = 0;
     let mut shared_with_edges = 0;
+    let mut shared_with_wide_edges = 0;
     for (op, params) in cases() {
         for w in 1..=80usize {
             let shape = [1, 1, 6, w];
@@ -69,6 +76,17 @@ fn sharing_changes_no_bit_at_any_width() {
                         d.contains("shared across columns") && d.contains("edge vectors")
                     })
                     .count();
+                shared_with_wide_edges += big
+                    .compile(&graph)
+                    .unwrap()
+                    .kernels
+                    .iter()
+                    .filter(|k| {
+                        let d = k.describe();
+                        d.contains("shared across columns")
+                            && d.contains("first and last 8 columns")
+                    })
+                    .count();
             }
             for (di, data) in [Data::Uniform, Data::Ties, Data::Special]
                 .into_iter()
@@ -76,7 +94,7 @@ fn sharing_changes_no_bit_at_any_width() {
             {
                 let x = f32_tensor(&shape, data, (w * 3 + di) as u64);
                 let want = eager::run(&graph, std::slice::from_ref(&x)).unwrap();
-                for (name, engine) in [("shared", &shared), ("unshared", &plain)] {
+                for (name, engine) in [("shared", &shared), ("unshared", &plain), ("big", &big)] {
                     let got = engine.run(&graph, std::slice::from_ref(&x)).unwrap();
                     if let Some(d) = first_difference(&want[0], &got[0]) {
                         panic!("{op} {params:?} width {w} {data:?} {name}: {d}");
@@ -94,6 +112,10 @@ fn sharing_changes_no_bit_at_any_width() {
     assert!(
         shared_with_edges >= 2,
         "only {shared_with_edges} sharing kernels used edge vectors"
+    );
+    assert!(
+        shared_with_wide_edges >= 1,
+        "only {shared_with_wide_edges} sharing kernels used two edge vectors per end"
     );
 }
 

@@ -293,10 +293,19 @@ fn cpu_kernel_is_send_and_sync() {
     check::<kiln_codegen::cpu::CpuKernel>();
 }
 
+/// Options under which a stage reaching 5 to 8 columns takes two edge vectors per end (the
+/// step budget of a tiered kernel's background compile).
+fn wide_edges() -> CompileOptions {
+    CompileOptions {
+        step_code_budget: Some(3000),
+        ..Default::default()
+    }
+}
+
 /// Checks `k` against the reference on rows around the edge-vector minimum widths (12 and
 /// 20), dense and strided.
 fn check_edge_widths(k: &Kernel, what: &str) {
-    let ck = compile(k, &CompileOptions::default()).unwrap();
+    let ck = compile(k, &wide_edges()).unwrap();
     for w in [4, 9, 11, 12, 13, 15, 16, 19, 20, 21, 23, 24, 28, 64] {
         let mut r = Rng(w as u64 * 7 + 3);
         let inputs = vec![rand_img(&mut r, DType::F32, 3, w, false)];
@@ -332,13 +341,21 @@ fn edge_vectors_agree_with_the_reference_for_every_mode_and_offset() {
             let mut s = StageB::default();
             let a = s.load(IN0, d, &[1, dx], border);
             let k = stencil(4, &[d], s.finish(a));
-            let ck = compile(&k, &CompileOptions::default()).unwrap();
+            let ck = compile(&k, &wide_edges()).unwrap();
             // No border columns at dx = 0: nothing for edge vectors to do.
             assert_eq!(
                 ck.describe().contains("edge vectors"),
                 dx != 0,
                 "{}",
                 ck.describe()
+            );
+            // Under the default budget, only one vector per end.
+            let first = compile(&k, &CompileOptions::default()).unwrap();
+            assert_eq!(
+                first.describe().contains("edge vectors"),
+                dx != 0 && dx.abs() <= 4,
+                "{}",
+                first.describe()
             );
             check_edge_widths(&k, &format!("{border} dx={dx}"));
             let a = all.load(IN0, d, &[dx % 2, dx], border);
@@ -365,7 +382,7 @@ fn edge_vectors_handle_in_range_tests() {
             let c = s.push(Op::InRange(vec![dy, dx]), DType::Bool);
             let r = s.push(Op::Select(c, a, b), d);
             let k = stencil(4, &[d], s.finish(r));
-            let ck = compile(&k, &CompileOptions::default()).unwrap();
+            let ck = compile(&k, &wide_edges()).unwrap();
             assert!(ck.describe().contains("edge vectors"), "{}", ck.describe());
             check_edge_widths(&k, &format!("in_range ({dy},{dx})"));
         }
@@ -378,7 +395,7 @@ fn edge_vectors_only_within_eight_columns() {
     let mut s = StageB::default();
     let a = s.load(IN0, d, &[0, 9], Border::Reflect);
     let k = stencil(4, &[d], s.finish(a));
-    let ck = compile(&k, &CompileOptions::default()).unwrap();
+    let ck = compile(&k, &wide_edges()).unwrap();
     assert!(ck.describe().contains("vectorised"), "{}", ck.describe());
     assert!(!ck.describe().contains("edge vectors"), "{}", ck.describe());
     check_edge_widths(&k, "dx=9");

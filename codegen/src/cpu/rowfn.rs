@@ -435,7 +435,12 @@ pub(crate) fn plan_stage(
     // Edge vectors: for the plain F32X4 loop (not shared steps) of a stage with border
     // columns, every column offset within reach. Not under a planted fault, which targets
     // the scalar border path.
-    let k = edge::vectors_for(min_dx, max_dx).unwrap_or(0);
+    // Two vectors per end only above the default step budget (the background compile of a
+    // tiered kernel): for opening 15x15 they took the first compile from 4.4–4.8 to
+    // 5.1–5.5 ms, past the 5 ms a first compile should take.
+    let k = edge::vectors_for(min_dx, max_dx)
+        .filter(|&k| k == 1 || step_budget > super::shift::STEP_CODE_BUDGET)
+        .unwrap_or(0);
     let edge = !options.no_edge_vectors
         && vectorisable
         && k > 0
