@@ -310,17 +310,7 @@ fn check_edge_widths(k: &Kernel, what: &str) {
         let mut r = Rng(w as u64 * 7 + 3);
         let inputs = vec![rand_img(&mut r, DType::F32, 3, w, false)];
         let want = ref_all(k, &inputs, 3, w);
-        for lay in [
-            DENSE,
-            Layout {
-                src_stride: 2,
-                out_stride: 1,
-            },
-            Layout {
-                src_stride: 1,
-                out_stride: 2,
-            },
-        ] {
+        for lay in LAYOUTS {
             let got = run_all(&ck, &inputs, 3, w, lay);
             if let Some(m) = diff(&got, &want) {
                 panic!("{what} w={w} {lay:?}: {m}\n{}", ck.describe());

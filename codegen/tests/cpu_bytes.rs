@@ -15,20 +15,6 @@ const IN1: Source = Source::Input(1);
 
 const WIDTHS: [usize; 10] = [1, 2, 15, 16, 17, 18, 31, 33, 47, 70];
 
-fn layouts() -> [Layout; 3] {
-    [
-        DENSE,
-        Layout {
-            src_stride: 2,
-            out_stride: 1,
-        },
-        Layout {
-            src_stride: 1,
-            out_stride: 3,
-        },
-    ]
-}
-
 /// Compiles `k`, checks that its stage runs on I8X16, and compares every layout and width
 /// with the reference.
 fn check(k: &kiln_codegen::Kernel, dtypes: &[DType], seed: u64, what: &str) {
@@ -55,7 +41,7 @@ fn check(k: &kiln_codegen::Kernel, dtypes: &[DType], seed: u64, what: &str) {
                 }
             }
             let want = ref_all(k, &inputs, h, w);
-            for lay in layouts() {
+            for lay in LAYOUTS {
                 let got = run_all(&ck, &inputs, h, w, lay);
                 if let Some(m) = diff(&got, &want) {
                     panic!("{what} {h}x{w} {lay:?}: {m}\n{}", ck.describe());

@@ -13,20 +13,6 @@ use kiln_ir::{BinaryOp, Border, DType, Scalar};
 
 const IN0: Source = Source::Input(0);
 
-fn layouts() -> [Layout; 3] {
-    [
-        DENSE,
-        Layout {
-            src_stride: 2,
-            out_stride: 1,
-        },
-        Layout {
-            src_stride: 1,
-            out_stride: 3,
-        },
-    ]
-}
-
 /// Images rich in ties: specials, and rows made only of +0/-0 or of one value and zeros.
 fn inputs(d: DType, h: usize, w: usize, seed: u64) -> Img {
     let mut r = Rng(seed);
@@ -102,7 +88,7 @@ fn check(k: &kiln_codegen::Kernel, img: &Img, what: &str, expect_tree: bool) {
         ck.describe()
     );
     let want = ref_all(k, std::slice::from_ref(img), img.h, img.w);
-    for lay in layouts() {
+    for lay in LAYOUTS {
         let got = run_all(&ck, std::slice::from_ref(img), img.h, img.w, lay);
         if let Some(m) = diff(&got, &want) {
             panic!("{what} {lay:?}: {m}\n{}", ck.describe());

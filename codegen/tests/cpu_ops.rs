@@ -15,17 +15,7 @@ const IN1: Source = Source::Input(1);
 fn check(k: &kiln_codegen::Kernel, inputs: &[Img], h: usize, w: usize, what: &str) {
     let ck = compile(k, &CompileOptions::default()).unwrap_or_else(|e| panic!("{what}: {e}"));
     let want = ref_all(k, inputs, h, w);
-    for lay in [
-        DENSE,
-        Layout {
-            src_stride: 2,
-            out_stride: 1,
-        },
-        Layout {
-            src_stride: 1,
-            out_stride: 3,
-        },
-    ] {
+    for lay in LAYOUTS {
         let got = run_all(&ck, inputs, h, w, lay);
         if let Some(m) = diff(&got, &want) {
             panic!("{what} {lay:?}: {m}\n{}", ck.describe());

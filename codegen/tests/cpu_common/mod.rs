@@ -350,6 +350,19 @@ pub const DENSE: Layout = Layout {
     out_stride: 1,
 };
 
+/// Dense, strided sources, and a strided output: the layouts most tests run each case in.
+pub const LAYOUTS: [Layout; 3] = [
+    DENSE,
+    Layout {
+        src_stride: 2,
+        out_stride: 1,
+    },
+    Layout {
+        src_stride: 1,
+        out_stride: 3,
+    },
+];
+
 /// A row buffer with `stride` elements between columns (at least one element).
 fn row_bytes(img: &Img, y: usize, stride: usize) -> Vec<u8> {
     let es = img.dtype.size_bytes();
