@@ -1657,8 +1657,8 @@ fn emit_row(
             }
             None => xhi,
         };
-        // Enters the vector loop at `entry` from column `xlo`, or, with edge vectors, from
-        // column 4 after the left edge vector.
+        // Enters the vector loop at `entry` from column `xlo`, or, with edge vectors, after
+        // the left ones (see below for the column).
         let enter_loop = |b: &mut FunctionBuilder,
                           entry: cranelift_codegen::ir::Block|
          -> Result<(), CodegenError> {
@@ -1678,7 +1678,7 @@ fn emit_row(
                         let x = b.ins().iconst(i64t, edge::first_column(Side::Left, v, 0));
                         emit_path(b, x, Path::Edge(Side::Left, v))?;
                     }
-                    // Plain steps resume after the edge vector (fewest vectors per row:
+                    // Plain steps resume after the edge vectors (fewest vectors per row:
                     // gradient magnitude's 28-column rows take 7 instead of 8). Shared steps
                     // keep their own start, where the one load per vector of each row reads
                     // from the row's 16-byte alignment (A/B against no edge vectors, opening
