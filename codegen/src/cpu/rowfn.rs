@@ -1414,7 +1414,7 @@ pub(crate) fn build_rows(
     let vec_ok = vec_ok.map(|_| b.ins().stack_load(types::I64, types::I8, choice_slot, 0));
     let edge_ok = edge_ok.map(|_| b.ins().stack_load(types::I64, types::I8, choice_slot, 1));
     let ctx = row_ctx(b, ptrs.clone(), &slot_strides, width, width_m1);
-    let border = border.map(|bc| (bc, rows_r(b, plan, &ctx), strides));
+    let border = border.map(|bc| (bc, strides));
     emit_row(
         b,
         stage,
@@ -1590,7 +1590,7 @@ fn emit_row(
     out_stride: Value,
     fault: Option<Fault>,
     done: cranelift_codegen::ir::Block,
-    border: Option<(BorderCall, Value, Value)>,
+    border: Option<(BorderCall, Value)>,
 ) -> Result<(), CodegenError> {
     let i64t = types::I64;
     let out_d = stage.dtype();
@@ -1848,7 +1848,7 @@ fn emit_row(
         b.switch_to_block(scalar);
     }
     match border {
-        Some((bc, rows_arr, strides)) => {
+        Some((bc, strides)) => {
             // Skip the call when no column is left (`xlo == 0` and `xs == W`).
             let call = b.create_block();
             let lo_empty = b.ins().icmp_imm_s(IntCC::Equal, xlo, 0);
@@ -1856,6 +1856,8 @@ fn emit_row(
             let none = b.ins().band(lo_empty, hi_empty);
             b.ins().brif(none, done, &[], call, &[]);
             b.switch_to_block(call);
+            // The row pointers go to the stack here, only on rows that make the call.
+            let rows_arr = rows_r(b, plan, ctx);
             let sig = bc.import(b);
             let f = b.ins().iconst(i64t, bc.addr as i64);
             b.ins()
