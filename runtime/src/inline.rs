@@ -18,6 +18,17 @@ pub(crate) fn active() -> bool {
     ACTIVE.with(|a| a.get())
 }
 
+/// `task(i)` for every `i` in `0..n`: on rayon threads, or in order on this thread inside
+/// [`run`].
+pub(crate) fn for_each_index(n: usize, task: impl Fn(usize) + Send + Sync) {
+    use rayon::prelude::*;
+    if active() {
+        (0..n).for_each(task);
+    } else {
+        (0..n).into_par_iter().for_each(task);
+    }
+}
+
 /// Runs `f` with every parallel loop of the fused runtime sequential on this thread.
 pub(crate) fn run<R>(f: impl FnOnce() -> R) -> R {
     /// Restores the previous state, also when `f` panics.

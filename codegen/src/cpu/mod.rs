@@ -153,8 +153,8 @@ pub struct CpuKernel {
     /// Stages whose vector interior shares work between neighbouring columns (see
     /// `shift`).
     pub shared_column_stages: usize,
-    /// Stages whose rows of 12 or more columns run their first and last four columns as
-    /// vectors (see `edge`).
+    /// Stages whose wide enough rows run their first and last 4 or 8 columns as vectors
+    /// (see `edge`).
     pub edge_vector_stages: usize,
     /// Some stage took smaller vector-loop steps than it would have under a bigger
     /// [`crate::CompileOptions::step_code_budget`].

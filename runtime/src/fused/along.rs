@@ -8,7 +8,6 @@
 //!   of long rows, run in parallel.
 
 use kiln_codegen::cpu::{CombineFn, FoldFn};
-use rayon::prelude::*;
 
 use crate::tensor::{contiguous_strides, Storage, Tensor};
 use crate::RuntimeError;
@@ -106,11 +105,7 @@ pub(crate) fn run(
                 }
             }
         };
-        if crate::inline::active() {
-            (0..lines.div_ceil(per)).for_each(task);
-        } else {
-            (0..lines.div_ceil(per)).into_par_iter().for_each(task);
-        }
+        crate::inline::for_each_index(lines.div_ceil(per), task);
     } else {
         let width = shape[inner];
         let n = shape[axis];
@@ -177,11 +172,7 @@ pub(crate) fn run(
                 }
             }
         };
-        if crate::inline::active() {
-            (0..lines * chunks_per_line).for_each(task);
-        } else {
-            (0..lines * chunks_per_line).into_par_iter().for_each(task);
-        }
+        crate::inline::for_each_index(lines * chunks_per_line, task);
     }
     Tensor::from_storage(storage, out_shape)
 }
