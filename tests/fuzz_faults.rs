@@ -87,5 +87,12 @@ fn bounded_clean_run_finds_nothing() {
     // checked, not skipped).
     assert!(report.kernels.sharing_columns > 0, "{}", report.summary());
     assert!(report.kernels.edge_vectors > 0, "{}", report.summary());
+    // Both outcomes of the clean-input specialisation's per-block check are exercised.
+    assert!(report.kernels.clean_blocks > 0, "{}", report.summary());
+    assert!(
+        report.kernels.clean_blocks_aborted > 0,
+        "{}",
+        report.summary()
+    );
     assert!(report.is_clean(), "{}", report.summary());
 }

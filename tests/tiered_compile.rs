@@ -188,3 +188,86 @@ fn clean_and_unclean_data_give_eager_bits_through_the_clean_specialisation() {
         }
     }
 }
+
+/// A graph of one scipy-style operator on an f32 input of `shape`.
+fn op(name: &str, params: &[(&str, &str)], shape: &[usize]) -> Graph {
+    let ty = TensorType {
+        dtype: DType::F32,
+        shape: shape.to_vec(),
+    };
+    let params: Vec<(String, String)> = params
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    kiln::ops::build_op(name, &params, &ty).unwrap()
+}
+
+/// Each row block checks the input rows it reads (after the clean specialisation read
+/// them) and alone goes back to the general kernel when one is unclean: blocks before an
+/// unclean row stay on the specialisation, and a row read only through a `wrap` border
+/// sends the block that reads it there back too. On one thread the blocks run in order.
+#[test]
+fn an_unclean_row_sends_only_the_blocks_that_read_it_to_the_general_kernel() {
+    let shape = [1, 1, 256, 64];
+    let cases: [(&str, Vec<(&str, &str)>); 3] = [
+        ("median_blur", vec![("k", "3")]),
+        ("grey_erosion", vec![("size", "15"), ("mode", "reflect")]),
+        ("grey_erosion", vec![("size", "15"), ("mode", "wrap")]),
+    ];
+    for (name, params) in cases {
+        let g = op(name, &params, &shape);
+        let engine = Engine::new().with_threads(1);
+        let compiled = engine.compile(&g).unwrap();
+        assert!(compiled.wait_for_upgrades(Duration::from_secs(120)));
+        assert!(
+            compiled.current_kernel(0).unwrap().clean.is_some(),
+            "{name}"
+        );
+        let base = f32_tensor(&shape, Data::Uniform, 77);
+        let values = match &**base.storage() {
+            kiln::runtime::Storage::F32(v) => v.clone(),
+            _ => unreachable!(),
+        };
+        let with = |row: usize, bad: f32| {
+            let mut v = values.clone();
+            v[row * shape[3] + 5] = bad;
+            kiln::Tensor::from_storage(kiln::runtime::Storage::F32(v), &shape).unwrap()
+        };
+        // Runs `x`, checks eager's bits, returns (clean blocks, aborted blocks).
+        let run = |x: &kiln::Tensor| {
+            let before = engine.stats();
+            let want = eager::run(&g, std::slice::from_ref(x)).unwrap();
+            let got = compiled.run(&engine, std::slice::from_ref(x)).unwrap();
+            if let Some(d) = first_difference(&want[0], &got[0]) {
+                panic!("{name} {params:?}: {d}");
+            }
+            let after = engine.stats();
+            (
+                after.clean_blocks - before.clean_blocks,
+                after.clean_blocks_aborted - before.clean_blocks_aborted,
+            )
+        };
+        let (blocks, aborted) = run(&base);
+        assert_eq!(aborted, 0, "{name} {params:?}");
+        assert!(blocks >= 4, "{name} {params:?}: {blocks} blocks");
+        // An unclean row near the end: the blocks before its readers stay clean.
+        let (clean, aborted) = run(&with(232, f32::NAN));
+        assert_eq!(aborted, 1, "{name} {params:?}");
+        assert!(
+            clean >= blocks / 2,
+            "{name} {params:?}: {clean} of {blocks}"
+        );
+        // The last row: under wrap the first block reads it too.
+        let wraps = params.contains(&("mode", "wrap"));
+        let (clean, aborted) = run(&with(shape[2] - 1, -0.0));
+        assert_eq!(aborted, 1, "{name} {params:?}");
+        assert_eq!(
+            clean,
+            if wraps { 0 } else { blocks - 1 },
+            "{name} {params:?}"
+        );
+        // The first row: the first block stops at once.
+        let (clean, aborted) = run(&with(0, f32::INFINITY));
+        assert_eq!((clean, aborted), (0, 1), "{name} {params:?}");
+    }
+}

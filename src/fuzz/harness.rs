@@ -75,6 +75,12 @@ pub struct KernelPaths {
     pub sharing_columns: usize,
     /// Of those, kernels running the first and last columns of rows as edge vectors.
     pub edge_vectors: usize,
+    /// Row blocks the tiered compiles' clean-input specialisations computed (their input
+    /// rows checked clean).
+    pub clean_blocks: usize,
+    /// Row blocks that met an unclean input row in a specialisation and were computed
+    /// again by the general kernel.
+    pub clean_blocks_aborted: usize,
 }
 
 /// Something that runs graphs: the eager oracle, the fused engine, or a test double.
@@ -152,10 +158,13 @@ impl Executor for Fused {
 
     fn kernel_paths(&self) -> KernelPaths {
         let st = self.first.stats();
+        let tiered = self.engine.stats();
         KernelPaths {
             compiled: self.before.compiled + st.kernels_compiled,
             sharing_columns: self.before.sharing_columns + st.kernels_sharing_columns,
             edge_vectors: self.before.edge_vectors + st.kernels_with_edge_vectors,
+            clean_blocks: self.before.clean_blocks + tiered.clean_blocks,
+            clean_blocks_aborted: self.before.clean_blocks_aborted + tiered.clean_blocks_aborted,
         }
     }
 

@@ -152,25 +152,116 @@ fn clean_f32_avx2(xs: &[f32]) -> bool {
     clean_f32_any(xs)
 }
 
-/// [`clean_f32`] in portable code: branch-free per element (so the compiler vectorises it
-/// for the target features of its caller), one early exit per chunk.
+/// [`clean_f32`] in portable code: two min/max reductions per element (so the compiler
+/// vectorises it for the target features of its caller), one early exit per chunk.
+///
+/// With `b` an element's bits, `b + 2^23` (wrapping) moves +infinity, the positive NaNs and
+/// -0 (and nothing else) to the bottom `2^23 + 1` values of the signed range, and the
+/// negative infinity and NaNs are exactly the bits from `0xff80_0000` up: so the signed
+/// minimum of the first and the unsigned maximum of the bits find every unclean element,
+/// with half the instructions of testing each case.
 #[inline(always)]
 fn clean_f32_any(xs: &[f32]) -> bool {
+    const EXP_ONE: u32 = 1 << 23;
     xs.chunks(1024).all(|c| {
-        c.iter().fold(0u32, |bad, x| {
+        let (lo, hi) = c.iter().fold((i32::MAX, 0u32), |(lo, hi), x| {
             let b = x.to_bits();
-            bad | u32::from((b & 0x7fff_ffff) >= 0x7f80_0000) | u32::from(b == 0x8000_0000)
-        }) == 0
+            (lo.min(b.wrapping_add(EXP_ONE) as i32), hi.max(b))
+        });
+        lo > i32::MIN + EXP_ONE as i32 && hi < 0xff80_0000
     })
 }
 
-/// Whether every element of `xs` is clean: finite and not -0.
+/// Whether every element of `xs` is clean: finite and not -0 (the same reductions as
+/// [`clean_f32`], with the f64 exponent's unit).
 pub fn clean_f64(xs: &[f64]) -> bool {
+    const EXP_ONE: u64 = 1 << 52;
     xs.chunks(512).all(|c| {
-        c.iter().fold(0u64, |bad, x| {
+        let (lo, hi) = c.iter().fold((i64::MAX, 0u64), |(lo, hi), x| {
             let b = x.to_bits();
-            bad | u64::from((b & 0x7fff_ffff_ffff_ffff) >= 0x7ff0_0000_0000_0000)
-                | u64::from(b == 0x8000_0000_0000_0000)
-        }) == 0
+            (lo.min(b.wrapping_add(EXP_ONE) as i64), hi.max(b))
+        });
+        lo > i64::MIN + EXP_ONE as i64 && hi < 0xfff0_0000_0000_0000
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The definition: finite and not -0.
+    fn clean32(b: u32) -> bool {
+        let x = f32::from_bits(b);
+        x.is_finite() && b != 0x8000_0000
+    }
+
+    fn clean64(b: u64) -> bool {
+        let x = f64::from_bits(b);
+        x.is_finite() && b != 0x8000_0000_0000_0000
+    }
+
+    /// Bit patterns around every boundary of the two reductions, plus a sweep.
+    fn patterns32() -> Vec<u32> {
+        let edges = [
+            0u32,
+            0x8000_0000,
+            0x7f80_0000,
+            0xff80_0000,
+            0x7f7f_ffff,
+            0xff7f_ffff,
+            0x7fff_ffff,
+            0xffff_ffff,
+            0x0080_0000,
+            0x8080_0000,
+        ];
+        let mut v: Vec<u32> = edges
+            .iter()
+            .flat_map(|&e| (0..7u32).map(move |d| e.wrapping_add(d).wrapping_sub(3)))
+            .collect();
+        v.extend((0..=u32::MAX / 9973).map(|i| i * 9973));
+        v
+    }
+
+    #[test]
+    fn clean_f32_matches_the_definition_on_every_boundary() {
+        let base = [1.0f32, -2.5, 0.0, f32::MIN_POSITIVE, -f32::MAX];
+        for b in patterns32() {
+            // Alone, and at every position of a longer slice (vector lanes, tail).
+            assert_eq!(clean_f32(&[f32::from_bits(b)]), clean32(b), "{b:#x}");
+            for at in [0, 3, 8, 17, 1030] {
+                let mut xs: Vec<f32> = (0..1100).map(|i| base[i % base.len()]).collect();
+                xs[at] = f32::from_bits(b);
+                assert_eq!(clean_f32(&xs), clean32(b), "{b:#x} at {at}");
+            }
+        }
+        assert!(clean_f32(&[]));
+    }
+
+    #[test]
+    fn clean_f64_matches_the_definition_on_every_boundary() {
+        let edges = [
+            0u64,
+            0x8000_0000_0000_0000,
+            0x7ff0_0000_0000_0000,
+            0xfff0_0000_0000_0000,
+            0x7fef_ffff_ffff_ffff,
+            0xffef_ffff_ffff_ffff,
+            0x7fff_ffff_ffff_ffff,
+            u64::MAX,
+            0x0010_0000_0000_0000,
+            0x8010_0000_0000_0000,
+        ];
+        let sweep = (0..1u64 << 16).map(|i| i.wrapping_mul(0x9e37_79b9_7f4a_7c15));
+        for b in edges
+            .iter()
+            .flat_map(|&e| (0..7u64).map(move |d| e.wrapping_add(d).wrapping_sub(3)))
+            .chain(sweep)
+        {
+            assert_eq!(clean_f64(&[f64::from_bits(b)]), clean64(b), "{b:#x}");
+            let mut xs = vec![1.5f64; 600];
+            xs[513] = f64::from_bits(b);
+            assert_eq!(clean_f64(&xs), clean64(b), "{b:#x} in a long slice");
+        }
+        assert!(clean_f64(&[]));
+    }
 }

@@ -50,6 +50,12 @@ pub struct EngineStats {
     /// Runs made on the calling thread (small, or a one-thread engine; see
     /// [`INLINE_WORK`]).
     pub inline_runs: usize,
+    /// Stencil row blocks (and whole scans or reductions) computed by a kernel's
+    /// clean-input specialisation after their input rows checked clean.
+    pub clean_blocks: usize,
+    /// Stencil row blocks that met an unclean input row partway through the specialisation
+    /// and were computed again by the general kernel.
+    pub clean_blocks_aborted: usize,
 }
 
 type CacheKey = (Kernel, CompileOptions);
@@ -329,7 +335,7 @@ impl CompiledGraph {
         self.check_memory(inputs)?;
         let none = vec![None; self.optimized.outputs.len()];
         engine.dispatch(self.estimated_work(), || {
-            self.run_inner(inputs, engine.scratch_budget, none)
+            self.run_inner(engine, inputs, none)
         })
     }
 
@@ -375,7 +381,7 @@ impl CompiledGraph {
             dest.push(Some(storage));
         }
         engine.dispatch(self.estimated_work(), || {
-            self.run_inner(inputs, engine.scratch_budget, dest)
+            self.run_inner(engine, inputs, dest)
         })
     }
 
@@ -403,10 +409,12 @@ impl CompiledGraph {
     /// occurrence among the outputs), else by a copy.
     fn run_inner(
         &self,
+        engine: &Engine,
         inputs: &[Tensor],
-        scratch_budget: usize,
         mut dest: Vec<Option<Storage>>,
     ) -> Result<Vec<Tensor>, RuntimeError> {
+        let scratch_budget = engine.scratch_budget;
+        let mut clean_blocks = stencil::CleanBlocks::default();
         let g = &self.optimized;
         if self.kernels.len() != self.partition.groups.len() {
             return Err(RuntimeError::Shape(format!(
@@ -438,15 +446,14 @@ impl CompiledGraph {
                 RuntimeError::Shape(format!("group root {} does not exist", group.root))
             })?;
             let reuse = writer.get(&group.root).and_then(|&k| dest[k].take());
-            let kernel = match &kernel.clean {
-                Some(clean) if inputs_clean(&args) => &**clean,
-                _ => &*kernel,
-            };
             let plans = self
                 .plans
                 .get(gi)
                 .ok_or_else(|| RuntimeError::Shape(format!("no plan cache for group {gi}")))?;
-            let out = run_kernel(kernel, &args, &root.ty.shape, scratch_budget, reuse, plans)?;
+            let (out, blocks) =
+                run_kernel(&kernel, &args, &root.ty.shape, scratch_budget, reuse, plans)?;
+            clean_blocks.clean += blocks.clean;
+            clean_blocks.aborted += blocks.aborted;
             values.insert(group.root, out);
             for &i in &group.inputs {
                 if let Some(u) = uses.get_mut(&i) {
@@ -492,6 +499,11 @@ impl CompiledGraph {
         }
         // The written buffers go back without other owners: drop the map's handles.
         drop(values);
+        if clean_blocks != stencil::CleanBlocks::default() {
+            let mut st = lock(&engine.stats);
+            st.clean_blocks += clean_blocks.clean;
+            st.clean_blocks_aborted += clean_blocks.aborted;
+        }
         Ok(outs)
     }
 }
@@ -551,7 +563,9 @@ fn value_of(
 }
 
 /// Runs one compiled kernel on `args`, producing a contiguous tensor of `shape`: fresh, or in
-/// `reuse` (storage of the output's dtype and length, overwritten).
+/// `reuse` (storage of the output's dtype and length, overwritten). Where the kernel has a
+/// clean-input form, its parts whose inputs check clean run with it (stencil blocks, or a
+/// whole scan or reduction); the counts say how that went.
 pub(crate) fn run_kernel(
     kernel: &CpuKernel,
     args: &[Tensor],
@@ -559,7 +573,7 @@ pub(crate) fn run_kernel(
     scratch_budget: usize,
     reuse: Option<Storage>,
     plans: &stencil::PlanCache,
-) -> Result<Tensor, RuntimeError> {
+) -> Result<(Tensor, stencil::CleanBlocks), RuntimeError> {
     let k = &kernel.kernel;
     if args.len() != k.inputs.len() {
         return Err(RuntimeError::InputCount {
@@ -594,20 +608,49 @@ pub(crate) fn run_kernel(
                     ))
                 }
             };
-            stencil::run(stages, &dtypes, args, shape, scratch_budget, reuse, plans)
+            let clean = kernel.clean.as_ref().and_then(|c| match &c.body {
+                CpuBody::Stencil(st) => Some(&st[..]),
+                CpuBody::AlongAxis { .. } => None,
+            });
+            stencil::run(
+                stages,
+                clean,
+                &dtypes,
+                args,
+                shape,
+                scratch_budget,
+                reuse,
+                plans,
+            )
         }
-        CpuBody::AlongAxis {
-            axis,
-            scan,
-            fold,
-            combine,
-            ..
-        } => {
+        CpuBody::AlongAxis { .. } => {
             let x = args.first().ok_or(RuntimeError::InputCount {
                 expected: 1,
                 got: 0,
             })?;
-            along::run(x, *axis, *scan, *fold, *combine, shape, reuse)
+            // A scan or reduction reads its whole input at once: one check up front.
+            let clean = kernel
+                .clean
+                .as_deref()
+                .filter(|c| matches!(c.body, CpuBody::AlongAxis { .. }) && inputs_clean(args));
+            let CpuBody::AlongAxis {
+                axis,
+                scan,
+                fold,
+                combine,
+                ..
+            } = &clean.unwrap_or(kernel).body
+            else {
+                return Err(RuntimeError::Shape(
+                    "internal: a scan or reduction kernel changed kind".into(),
+                ));
+            };
+            let out = along::run(x, *axis, *scan, *fold, *combine, shape, reuse)?;
+            let blocks = stencil::CleanBlocks {
+                clean: usize::from(clean.is_some()),
+                aborted: 0,
+            };
+            Ok((out, blocks))
         }
     }
 }
