@@ -12,7 +12,9 @@
 //! planes, or far away under `wrap`), noting the first and last chunk of output rows that
 //! needs each. It then runs chunk by chunk: the earlier stages compute, in stage order, the
 //! rows the chunk is first to need into rings of scratch rows, then the chunk's output rows
-//! are computed from there (see [`Job::block`]). Earlier stages are never written to memory
+//! are computed from there (see [`Job::block`]). The first rows of each ring are also kept
+//! after its end, so that a later stage's window of rows is one run of slots even where it
+//! wraps around (and its multi-row call goes on). Earlier stages are never written to memory
 //! outside that scratch. Scratch buffers are never zeroed and are reused by the blocks of one
 //! rayon work item; the output is not zeroed either (every element is written).
 //!
@@ -85,8 +87,11 @@ struct RunBufs {
 /// block keeps live per chunk of output rows. Measured on the 2-core EPYC VM (1 MiB L2 per
 /// core, 32 MiB L3), 2 threads: budgets of 2-4 MiB ran the 15x15 opening (9 stages) in
 /// 8.2-8.4 ms against 11.2 ms unchunked; budgets small enough to stay in L2 (256 KiB) made
-/// the two-stage 3x3 opening 12% slower than unchunked, for reasons not pinned down, while
-/// 4 MiB leaves it unchunked.
+/// the two-stage 3x3 opening 12% slower than unchunked, while 4 MiB leaves it unchunked.
+/// Part of that was windows wrapping around the scratch rings, which fell back to one row
+/// per call until the rings kept a copy of their first rows after their end (the ring
+/// `mirror`): since, 1-4 MiB time the 15x15 erosion alike, 4 MiB is still the best for the
+/// 15x15 opening at 2048², and at 4096² (chunked there) the mirror made it 11-13% faster.
 pub const SCRATCH_BUDGET: usize = 4 << 20;
 /// Fewest output rows per chunk (fewer would make per-row calls dominate).
 const MIN_CHUNK_ROWS: usize = 4;
@@ -127,6 +132,11 @@ struct BlockPlan {
     /// Per earlier stage: ring slots (rows) of scratch; needed row `i` lives in slot
     /// `i % ring`, and at most `ring` consecutive needed rows are ever live at once.
     ring: Vec<usize>,
+    /// Per earlier stage: ring slots `0..mirror` are also kept after the ring's end (in
+    /// slots `ring..ring + mirror`), so a reader's window of rows that runs past the end
+    /// is still one run of consecutive slots (see [`Job::try_rows`]): at most the ring
+    /// size, and the span of the run-axis offsets of the slots that read the stage.
+    mirror: Vec<usize>,
     /// Per earlier stage: needed-row indices in the order they are computed (by first
     /// chunk, then row).
     order: Vec<Vec<usize>>,
@@ -683,6 +693,7 @@ impl Job<'_> {
             rows: vec![Vec::new(); last],
             first: vec![Vec::new(); last],
             ring: vec![0; last],
+            mirror: vec![0; last],
             order: vec![Vec::new(); last],
             checks: None,
         };
@@ -746,6 +757,27 @@ impl Job<'_> {
             let mut order: Vec<usize> = (0..plan.rows[k].len()).collect();
             order.sort_by_key(|&i| plan.first[k][i]);
             plan.order[k] = order;
+        }
+        let a = run_axis(self.shape);
+        for (k, mirror) in plan.mirror.iter_mut().enumerate() {
+            let offsets = self
+                .stages
+                .iter()
+                .flat_map(|st| &st.slots)
+                .filter_map(|slot| match slot.kind {
+                    SlotKind::Row {
+                        source: Source::Stage(s),
+                        ..
+                    } if s as usize == k => Some(
+                        slot.outer_offset
+                            .get(a.wrapping_sub(2))
+                            .copied()
+                            .unwrap_or(0),
+                    ),
+                    _ => None,
+                });
+            let (lo, hi) = offsets.fold((0i64, 0i64), |(lo, hi), d| (lo.min(d), hi.max(d)));
+            *mirror = ((hi - lo) as usize).min(plan.ring[k]);
         }
         if checks {
             plan.checks = Some(self.plan_checks(r0, r1, chunk, &plan));
@@ -942,7 +974,7 @@ impl Job<'_> {
             pool.resize_with(last, Vec::new);
         }
         for (k, buf) in pool.iter_mut().enumerate().take(last) {
-            let words = (plan.ring[k] * self.pitch(k)).div_ceil(8);
+            let words = ((plan.ring[k] + plan.mirror[k]) * self.pitch(k)).div_ceil(8);
             if buf.capacity() < words {
                 // A fresh buffer rather than growing: the old contents need not be kept.
                 *buf = Vec::with_capacity(words);
@@ -985,6 +1017,23 @@ impl Job<'_> {
                     }
                     let done =
                         self.compute_rows(code, k, &oc, cap(k, n), dst, &plan, scratch, &mut bufs)?;
+                    // Rows in the first `mirror` slots are copied after the ring's end.
+                    let (slot, mirror) = (i % ring, plan.mirror[k]);
+                    if slot < mirror {
+                        let rows = done.min(mirror - slot);
+                        // SAFETY: the buffer holds `(ring + mirror) * pitch` bytes; the rows
+                        // just written are slots `slot .. slot + rows` (below `mirror <=
+                        // ring`), copied to slots `ring + slot ..`, which end at or before
+                        // `ring + mirror`: both ranges are inside the buffer, and they do not
+                        // overlap (the first ends before slot `ring`).
+                        unsafe {
+                            std::ptr::copy_nonoverlapping(
+                                dst,
+                                base.add((ring + slot) * pitch),
+                                rows * pitch,
+                            );
+                        }
+                    }
                     if !read_clean(k, q, done) {
                         return Ok(false);
                     }
@@ -1101,16 +1150,18 @@ impl Job<'_> {
                     if rows.get(p + n - 1) != Some(&(r + n - 1)) {
                         return Ok(0);
                     }
-                    // Stop where the rows wrap around the end of the ring.
-                    let ring = plan.ring[k];
-                    n = n.min(ring - p % ring);
+                    // Stop where the rows leave the ring's mirrored end.
+                    let (ring, mirror) = (plan.ring[k], plan.mirror[k]);
+                    n = n.min(ring + mirror - p % ring);
                     if n < 2 {
                         return Ok(0);
                     }
                     let pitch = self.pitch(k);
-                    // SAFETY: `p % ring + n <= ring` (for the final, smaller or equal `n`)
-                    // and scratch[k] holds `ring * pitch` bytes, so ring slots
-                    // `p % ring ..` for `n` rows are inside it.
+                    // SAFETY: `p % ring + n <= ring + mirror` (for the final, smaller or
+                    // equal `n`) and scratch[k] holds `(ring + mirror) * pitch` bytes, so
+                    // slots `p % ring ..` for `n` rows are inside it. Slots past the ring's
+                    // end hold copies of the first `mirror` slots, written with them, so
+                    // slot `ring + s` holds the same row as slot `s`: row `p + t` there.
                     let ptr = unsafe { (scratch[k].as_ptr() as *const u8).add((p % ring) * pitch) };
                     (ptr, pitch as i64, 1)
                 }
@@ -1182,9 +1233,9 @@ impl Job<'_> {
                             ))
                         })?;
                     let (pitch, ring) = (self.pitch(k), plan.ring[k]);
-                    // SAFETY: `p % ring < ring` and scratch[k] holds `ring * pitch` bytes, so
-                    // the row's ring slot is inside it. The slot still holds row `p`: the
-                    // plan sized the ring so no row is overwritten while it is live.
+                    // SAFETY: `p % ring < ring` and scratch[k] holds at least `ring * pitch`
+                    // bytes, so the row's ring slot is inside it. The slot still holds row
+                    // `p`: the plan sized the ring so no row is overwritten while it is live.
                     let ptr = unsafe { (scratch[k].as_ptr() as *const u8).add((p % ring) * pitch) };
                     (ptr, 1)
                 }
