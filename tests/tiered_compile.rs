@@ -271,3 +271,69 @@ fn an_unclean_row_sends_only_the_blocks_that_read_it_to_the_general_kernel() {
         assert_eq!((clean, aborted), (0, 1), "{name} {params:?}");
     }
 }
+
+/// A cropped view (rows strided past its width, an offset into a bigger storage) is checked
+/// on the elements it views: unclean values outside it leave every block on the clean
+/// specialisation, one inside sends its blocks to the general kernel; eager's bits either way.
+#[test]
+fn cropped_views_are_checked_on_the_elements_they_view() {
+    let (h, w, ph, pw, top, left) = (256usize, 64usize, 300usize, 80usize, 20usize, 8usize);
+    let shape = [1, 1, h, w];
+    for (name, params) in [
+        ("median_blur", vec![("k", "3")]),
+        ("grey_erosion", vec![("size", "15"), ("mode", "wrap")]),
+    ] {
+        let g = op(name, &params, &shape);
+        let engine = Engine::new().with_threads(1);
+        let compiled = engine.compile(&g).unwrap();
+        assert!(compiled.wait_for_upgrades(Duration::from_secs(120)));
+        let parent = f32_tensor(&[1, 1, ph, pw], Data::Uniform, 5);
+        let values = match &**parent.storage() {
+            kiln::runtime::Storage::F32(v) => v.clone(),
+            _ => unreachable!(),
+        };
+        let view = |bad: &[(usize, usize, f32)]| {
+            let mut v = values.clone();
+            for &(r, c, x) in bad {
+                v[r * pw + c] = x;
+            }
+            let storage = std::sync::Arc::new(kiln::runtime::Storage::F32(v));
+            let t = kiln::Tensor::from_parts(
+                storage,
+                &shape,
+                &[ph * pw, ph * pw, pw, 1],
+                top * pw + left,
+            )
+            .unwrap();
+            assert!(!t.is_contiguous());
+            t
+        };
+        let run = |x: &kiln::Tensor| {
+            let before = engine.stats();
+            let want = eager::run(&g, std::slice::from_ref(x)).unwrap();
+            let got = compiled.run(&engine, std::slice::from_ref(x)).unwrap();
+            if let Some(d) = first_difference(&want[0], &got[0]) {
+                panic!("{name}: {d}");
+            }
+            let after = engine.stats();
+            (
+                after.clean_blocks - before.clean_blocks,
+                after.clean_blocks_aborted - before.clean_blocks_aborted,
+            )
+        };
+        // Unclean values only in the storage around the view: left and right of its rows,
+        // above and below it.
+        let outside = [
+            (top + 3, left - 1, f32::NAN),
+            (top + 40, left + w, -0.0),
+            (top - 1, left + 5, f32::INFINITY),
+            (top + h, left + 5, f32::NAN),
+        ];
+        let (clean, aborted) = run(&view(&outside));
+        assert_eq!(aborted, 0, "{name}");
+        assert!(clean >= 4, "{name}: {clean} blocks");
+        // One inside the view, near its end.
+        let (_, aborted) = run(&view(&[(top + 230, left + 7, f32::NAN)]));
+        assert_eq!(aborted, 1, "{name}");
+    }
+}
