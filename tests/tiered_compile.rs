@@ -202,6 +202,28 @@ fn op(name: &str, params: &[(&str, &str)], shape: &[usize]) -> Graph {
     kiln::ops::build_op(name, &params, &ty).unwrap()
 }
 
+/// Runs `x` through `compiled`, checks eager's bits, and returns how many row blocks the
+/// clean specialisation computed and how many it gave back to the general kernel.
+fn run_counting_blocks(
+    engine: &Engine,
+    compiled: &kiln::runtime::fused::CompiledGraph,
+    g: &Graph,
+    x: &kiln::Tensor,
+    label: &str,
+) -> (usize, usize) {
+    let before = engine.stats();
+    let want = eager::run(g, std::slice::from_ref(x)).unwrap();
+    let got = compiled.run(engine, std::slice::from_ref(x)).unwrap();
+    if let Some(d) = first_difference(&want[0], &got[0]) {
+        panic!("{label}: {d}");
+    }
+    let after = engine.stats();
+    (
+        after.clean_blocks - before.clean_blocks,
+        after.clean_blocks_aborted - before.clean_blocks_aborted,
+    )
+}
+
 /// Each row block checks the input rows it reads (after the clean specialisation read
 /// them) and alone goes back to the general kernel when one is unclean: blocks before an
 /// unclean row stay on the specialisation, and a row read only through a `wrap` border
@@ -233,20 +255,8 @@ fn an_unclean_row_sends_only_the_blocks_that_read_it_to_the_general_kernel() {
             v[row * shape[3] + 5] = bad;
             kiln::Tensor::from_storage(kiln::runtime::Storage::F32(v), &shape).unwrap()
         };
-        // Runs `x`, checks eager's bits, returns (clean blocks, aborted blocks).
-        let run = |x: &kiln::Tensor| {
-            let before = engine.stats();
-            let want = eager::run(&g, std::slice::from_ref(x)).unwrap();
-            let got = compiled.run(&engine, std::slice::from_ref(x)).unwrap();
-            if let Some(d) = first_difference(&want[0], &got[0]) {
-                panic!("{name} {params:?}: {d}");
-            }
-            let after = engine.stats();
-            (
-                after.clean_blocks - before.clean_blocks,
-                after.clean_blocks_aborted - before.clean_blocks_aborted,
-            )
-        };
+        let label = format!("{name} {params:?}");
+        let run = |x: &kiln::Tensor| run_counting_blocks(&engine, &compiled, &g, x, &label);
         let (blocks, aborted) = run(&base);
         assert_eq!(aborted, 0, "{name} {params:?}");
         assert!(blocks >= 4, "{name} {params:?}: {blocks} blocks");
@@ -308,19 +318,7 @@ fn cropped_views_are_checked_on_the_elements_they_view() {
             assert!(!t.is_contiguous());
             t
         };
-        let run = |x: &kiln::Tensor| {
-            let before = engine.stats();
-            let want = eager::run(&g, std::slice::from_ref(x)).unwrap();
-            let got = compiled.run(&engine, std::slice::from_ref(x)).unwrap();
-            if let Some(d) = first_difference(&want[0], &got[0]) {
-                panic!("{name}: {d}");
-            }
-            let after = engine.stats();
-            (
-                after.clean_blocks - before.clean_blocks,
-                after.clean_blocks_aborted - before.clean_blocks_aborted,
-            )
-        };
+        let run = |x: &kiln::Tensor| run_counting_blocks(&engine, &compiled, &g, x, name);
         // Unclean values only in the storage around the view: left and right of its rows,
         // above and below it.
         let outside = [
