@@ -140,20 +140,6 @@ struct BlockPlan {
     /// Per earlier stage: needed-row indices in the order they are computed (by first
     /// chunk, then row).
     order: Vec<Vec<usize>>,
-    /// The input rows the block reads, by the computation that reads each first (made
-    /// for kernels with a clean-input form; see [`Job::block`]).
-    checks: Option<InputChecks>,
-}
-
-/// The input rows a block reads, each listed once, at the first row computation that
-/// reads it: so a block can check its inputs clean just before their first use.
-struct InputChecks {
-    /// Per stage, two entries per position in its computation order (needed-row order for
-    /// earlier stages, output row offset for the last): where the rows that computation is
-    /// the first to read start and end in `rows`.
-    from: Vec<Vec<usize>>,
-    /// `(input, flat row in the kernel's shape)`, in the block's computation order.
-    rows: Vec<(usize, usize)>,
 }
 
 /// Turns the `(row, chunk of a reader)` pairs recorded for one earlier stage into its needed
@@ -534,21 +520,6 @@ impl OutBuf {
     }
 }
 
-/// Maximal runs of consecutive rows of one input in `rows`: `(input, first row, end row)`.
-fn runs(rows: &[(usize, usize)]) -> impl Iterator<Item = (usize, usize, usize)> + '_ {
-    let mut i = 0;
-    std::iter::from_fn(move || {
-        let &(n, r) = rows.get(i)?;
-        let mut j = i + 1;
-        while j < rows.len() && rows[j] == (n, r + (j - i)) {
-            j += 1;
-        }
-        let run = (n, r, r + (j - i));
-        i = j;
-        Some(run)
-    })
-}
-
 impl Job<'_> {
     /// Writes the outer coordinates (`b, c, s1..s_{d-1}`) of flat row `row` into `oc`.
     /// Bytes between consecutive scratch rows of stage `k`: its row rounded up to an odd
@@ -634,7 +605,6 @@ impl Job<'_> {
     /// this shape, else made now and kept.
     fn cached_plan(&self, r0: usize, r1: usize, chunk: usize) -> Arc<BlockPlan> {
         let b = r0 / self.block;
-        let checks = self.clean.is_some();
         let same = |e: &CachedPlans| {
             e.shape == self.shape
                 && e.block == self.block
@@ -652,11 +622,10 @@ impl Job<'_> {
             .iter()
             .find(|e| same(e))
             .and_then(|e| e.plans.get(b).cloned().flatten())
-            .filter(|p| !checks || p.checks.is_some())
         {
             return p;
         }
-        let plan = Arc::new(self.plan_block(r0, r1, chunk, checks));
+        let plan = Arc::new(self.plan_block(r0, r1, chunk));
         let mut cache = lock();
         let at = match cache.iter().position(&same) {
             Some(at) => at,
@@ -682,9 +651,8 @@ impl Job<'_> {
 
     /// Works backwards from output rows `r0..r1` (in chunks of `chunk` rows) to the rows of
     /// each earlier stage they need, when each is first and last used, and the ring size
-    /// that holds every live row of a stage at once; with `checks`, also which input rows
-    /// each row computation is the first to read.
-    fn plan_block(&self, r0: usize, r1: usize, chunk: usize, checks: bool) -> BlockPlan {
+    /// that holds every live row of a stage at once.
+    fn plan_block(&self, r0: usize, r1: usize, chunk: usize) -> BlockPlan {
         let last = self.stages.len() - 1;
         let mut oc = vec![0usize; self.shape.len() - 1];
         // Per earlier stage: (row, chunk of a stage row that reads it).
@@ -695,7 +663,6 @@ impl Job<'_> {
             ring: vec![0; last],
             mirror: vec![0; last],
             order: vec![Vec::new(); last],
-            checks: None,
         };
         let mut used_until: Vec<Vec<usize>> = vec![Vec::new(); last];
         // Backwards from the output rows: once every later stage has recorded the rows of
@@ -779,67 +746,59 @@ impl Job<'_> {
             let (lo, hi) = offsets.fold((0i64, 0i64), |(lo, hi), d| (lo.min(d), hi.max(d)));
             *mirror = ((hi - lo) as usize).min(plan.ring[k]);
         }
-        if checks {
-            plan.checks = Some(self.plan_checks(r0, r1, chunk, &plan));
-        }
         plan
     }
 
-    /// The input rows of the block of rows `r0..r1`, each at the first row computation that
-    /// reads it, in the order [`Job::block_with`] computes rows: chunk by chunk, earlier
-    /// stages first.
-    fn plan_checks(&self, r0: usize, r1: usize, chunk: usize, plan: &BlockPlan) -> InputChecks {
-        let last = self.stages.len() - 1;
-        let mut oc = vec![0usize; self.shape.len() - 1];
-        let mut seen = std::collections::HashSet::new();
-        let mut checks = InputChecks {
-            from: vec![Vec::new(); last + 1],
-            rows: Vec::new(),
-        };
-        // Records the input rows that row `row` of stage `k` is the first to read.
-        let mut visit = |k: usize, row: usize, checks: &mut InputChecks| {
-            checks.from[k].push(checks.rows.len());
-            self.decode(row, &mut oc);
-            for slot in &self.stages[k].slots {
-                if let (
+    /// Whether the rows of input `n` that stage `k`'s computation of `done` rows from outer
+    /// coordinates `oc` read through its slots are clean, checking only those outside
+    /// `checked` (per input, the flat rows `[lo, hi)` this block has checked so far). A
+    /// computation of several rows reads consecutive rows through every slot (see
+    /// [`Job::try_rows`]); one of a single row, one row per slot.
+    fn read_clean(
+        &self,
+        k: usize,
+        oc: &[usize],
+        done: usize,
+        checked: &mut [(usize, usize)],
+    ) -> bool {
+        self.stages[k]
+            .slots
+            .iter()
+            .all(|slot| match (&slot.kind, self.resolve(oc, slot)) {
+                (
                     SlotKind::Row {
                         source: Source::Input(n),
                         ..
                     },
                     Target::Input { row, .. },
-                ) = (&slot.kind, self.resolve(&oc, slot))
-                {
-                    if seen.insert((*n as usize, row)) {
-                        checks.rows.push((*n as usize, row));
-                    }
-                }
-            }
-            checks.from[k].push(checks.rows.len());
-        };
-        let mut next = vec![0usize; last];
-        for (c, o0) in (r0..r1).step_by(chunk).enumerate() {
-            for (k, q) in next.iter_mut().enumerate() {
-                while let Some(&i) = plan.order[k].get(*q) {
-                    if plan.first[k][i] != c {
-                        break;
-                    }
-                    visit(k, plan.rows[k][i], &mut checks);
-                    *q += 1;
-                }
-            }
-            for row in o0..(o0 + chunk).min(r1) {
-                visit(last, row, &mut checks);
-            }
-        }
-        checks
+                ) => self.rows_clean(*n as usize, row, row + done, &mut checked[*n as usize]),
+                _ => true,
+            })
     }
 
-    /// Whether the input rows first read by positions `p0..p1` of stage `k`'s computation
-    /// order (see [`InputChecks`]) are clean; they must be computed in one go (no other
-    /// stage's rows between them).
-    fn rows_clean(&self, checks: &InputChecks, k: usize, p0: usize, p1: usize) -> bool {
-        let (a, b) = (checks.from[k][2 * p0], checks.from[k][2 * p1 - 1]);
-        runs(&checks.rows[a..b]).all(|(n, r0, r1)| self.input_rows_clean(n, r0, r1))
+    /// Whether rows `a..b` of input `n` are clean, checking the part outside `checked`. The
+    /// interval grows while the rows read are next to it (a block's reads move forward);
+    /// rows away from it (a `wrap` border's, say) are checked on their own, and replace it
+    /// when they are at least as many.
+    fn rows_clean(&self, n: usize, a: usize, b: usize, checked: &mut (usize, usize)) -> bool {
+        let (lo, hi) = *checked;
+        if lo < hi && a <= hi && b >= lo {
+            if a < lo && !self.input_rows_clean(n, a, lo) {
+                return false;
+            }
+            if b > hi && !self.input_rows_clean(n, hi, b) {
+                return false;
+            }
+            *checked = (lo.min(a), hi.max(b));
+            return true;
+        }
+        if !self.input_rows_clean(n, a, b) {
+            return false;
+        }
+        if b - a >= hi - lo {
+            *checked = (a, b);
+        }
+        true
     }
 
     /// Whether rows `r0..r1` (flat, in the kernel's shape) of input `n` are clean: no NaN,
@@ -882,8 +841,9 @@ impl Job<'_> {
     /// before, and stay in cache, however many stages the kernel chains.
     ///
     /// A kernel with a clean-input form runs the block with it, checking, right after each
-    /// row computation (of at most [`CHECK_BYTES`] of input), the input rows it was the
-    /// first to read: they are still in cache then. If one is unclean, the block is
+    /// row computation (of at most [`CHECK_BYTES`] of input), the input rows it read that
+    /// the block has not checked yet (see [`Job::read_clean`]): they are still in cache
+    /// then. If one is unclean, the block is
     /// computed again by the general kernel, over whatever the specialisation wrote; both
     /// give the same bits on clean inputs, so which one computed a block changes its speed
     /// only. (On unclean inputs the specialisation computes other values, but no worse:
@@ -912,8 +872,8 @@ impl Job<'_> {
     }
 
     /// [`Job::block`] with the row functions of `code` (the kernel's stages or their
-    /// clean-input form); with `check`, checks the input rows each computation was the
-    /// first to read and returns `false` at the first unclean one, leaving the block partly
+    /// clean-input form); with `check`, checks the input rows each computation read and
+    /// returns `false` at the first unclean one, leaving the block partly
     /// written (with values the general kernel must replace).
     fn block_with(
         &self,
@@ -930,17 +890,14 @@ impl Job<'_> {
         } else {
             self.chunk_rows()
         };
-        let plan = if last == 0 && self.clean.is_none() {
-            Arc::new(self.plan_block(r0, r1, chunk, false))
+        let plan = if last == 0 {
+            Arc::new(self.plan_block(r0, r1, chunk))
         } else {
             self.cached_plan(r0, r1, chunk)
         };
-        let checks = plan.checks.as_ref().filter(|_| check);
-        // Rows per computation while checking, and per stage the positions checked so far.
-        let check_rows = (CHECK_BYTES / (self.width * 4)).max(1);
-        let mut checked = vec![0usize; last + 1];
-        // A computation's rows while checking: a few dozen KiB of inputs, checked right
+        // Rows per computation while checking: a few dozen KiB of inputs, checked right
         // after the computation read them (so from cache).
+        let check_rows = (CHECK_BYTES / (self.width * 4)).max(1);
         let cap = |k: usize, n: usize| -> usize {
             let reads_inputs = code[k].slots.iter().any(|s| {
                 matches!(
@@ -951,25 +908,14 @@ impl Job<'_> {
                     }
                 )
             });
-            if checks.is_some() && reads_inputs {
+            if check && reads_inputs {
                 n.min(check_rows)
             } else {
                 n
             }
         };
-        // Whether the input rows first read by positions `p..p + done` of stage `k` are clean.
-        let mut read_clean = |k: usize, p: usize, done: usize| -> bool {
-            let Some(checks) = checks else {
-                return true;
-            };
-            if p + done > checked[k] {
-                if !self.rows_clean(checks, k, p.max(checked[k]), p + done) {
-                    return false;
-                }
-                checked[k] = p + done;
-            }
-            true
-        };
+        // Per input: the flat rows this block has checked clean (see `rows_clean`).
+        let mut checked = vec![(0usize, 0usize); self.inputs.len()];
         if pool.len() < last {
             pool.resize_with(last, Vec::new);
         }
@@ -1034,7 +980,7 @@ impl Job<'_> {
                             );
                         }
                     }
-                    if !read_clean(k, q, done) {
+                    if check && !self.read_clean(k, &oc, done, &mut checked) {
                         return Ok(false);
                     }
                     q += done;
@@ -1050,7 +996,7 @@ impl Job<'_> {
                 let dst = unsafe { out.get().add(row * row_bytes) };
                 let n = cap(last, self.run_len(last, &oc, o1 - row));
                 let done = self.compute_rows(code, last, &oc, n, dst, &plan, scratch, &mut bufs)?;
-                if !read_clean(last, row - r0, done) {
+                if check && !self.read_clean(last, &oc, done, &mut checked) {
                     return Ok(false);
                 }
                 row += done;
