@@ -1061,18 +1061,6 @@ impl Job<'_> {
         if p0 + 1 >= p1 || too_big || !self.inputs.iter().all(even) {
             return none;
         }
-        // Per slot: the input it reads, if any (its pointer moves by that input's planes).
-        let inputs: Vec<Option<usize>> = stage
-            .slots
-            .iter()
-            .map(|slot| match slot.kind {
-                SlotKind::Row {
-                    source: Source::Input(i),
-                    ..
-                } => Some(i as usize),
-                _ => None,
-            })
-            .collect();
         let plane_bytes: Vec<usize> = self
             .inputs
             .iter()
@@ -1099,19 +1087,12 @@ impl Job<'_> {
             };
             let (mut ptrs, mut steps, mut strides) = (Vec::new(), Vec::new(), Vec::new());
             for (s, slot) in stage.slots.iter().enumerate() {
-                let (p, step, st) = match (self.resolve(&oc, slot), inputs[s]) {
-                    (Target::Input { ptr, stride, .. }, Some(i)) => {
-                        let t = &self.inputs[i];
-                        let step = (t.strides()[2] * t.dtype().size_bytes()) as i64;
-                        ((ptr, Some(i)), step, stride)
-                    }
-                    (Target::Constant, _) => {
-                        let p = &self.consts[0][s] as *const u64 as *const u8;
-                        ((p, None), 0, 0)
-                    }
-                    (Target::InRange(b), _) => ((&IN_RANGE[b as usize] as *const u8, None), 0, 0),
-                    _ => return none,
+                let Some((p, step, st, moves)) =
+                    self.slot_args(0, s, slot, &self.resolve(&oc, slot))
+                else {
+                    return none;
                 };
+                let p = (p, moves);
                 ptrs.push(p);
                 steps.push(step);
                 strides.push(st);
@@ -1212,6 +1193,40 @@ impl Job<'_> {
         (hi - y).min(max)
     }
 
+    /// What a row call passes for slot `s` of stage `j` resolved to `target`: its pointer,
+    /// row step (bytes, to the same slot's row for the next output row along the run
+    /// axis), column stride, and the input it reads (`None` for a constant or an in-range
+    /// answer, which stay put). `None` for an earlier stage's row, whose place in the
+    /// scratch ring the caller works out.
+    fn slot_args(
+        &self,
+        j: usize,
+        s: usize,
+        slot: &RowSlot,
+        target: &Target,
+    ) -> Option<(*const u8, i64, i64, Option<usize>)> {
+        match *target {
+            Target::Input { ptr, stride, .. } => {
+                let SlotKind::Row {
+                    source: Source::Input(i),
+                    ..
+                } = slot.kind
+                else {
+                    return None;
+                };
+                let t = &self.inputs[i as usize];
+                let step = t.strides()[run_axis(self.shape)] * t.dtype().size_bytes();
+                Some((ptr, step as i64, stride, Some(i as usize)))
+            }
+            Target::Constant => {
+                let p = &self.consts[j][s] as *const u64 as *const u8;
+                Some((p, 0, 0, None))
+            }
+            Target::InRange(b) => Some((&IN_RANGE[b as usize] as *const u8, 0, 0, None)),
+            Target::Stage { .. } => None,
+        }
+    }
+
     /// Computes up to `n` consecutive rows of stage `j` (the first at outer coordinates
     /// `oc`, all inside the run interior of one plane) with one call of the stage's
     /// multi-row function, into `dst` (rows contiguous), and returns how many it computed:
@@ -1235,25 +1250,11 @@ impl Job<'_> {
             return Ok(0);
         };
         let mut n = n;
-        let a = run_axis(self.shape);
         bufs.ptrs.clear();
         bufs.steps.clear();
         bufs.strides.clear();
         for (s, slot) in stage.slots.iter().enumerate() {
             let (p, step, st) = match self.resolve(oc, slot) {
-                Target::Input { ptr, stride, .. } => {
-                    let Source::Input(i) = (match &slot.kind {
-                        SlotKind::Row { source, .. } => *source,
-                        SlotKind::OuterInRange => return Ok(0),
-                    }) else {
-                        return Ok(0);
-                    };
-                    let t = &self.inputs[i as usize];
-                    let step = t.strides()[a] as i64 * t.dtype().size_bytes() as i64;
-                    (ptr, step, stride)
-                }
-                Target::Constant => (&self.consts[j][s] as *const u64 as *const u8, 0, 0),
-                Target::InRange(b) => (&IN_RANGE[b as usize] as *const u8, 0, 0),
                 Target::Stage { stage: k, row: r } => {
                     let Some(rows) = plan.rows.get(k).filter(|_| k < scratch.len()) else {
                         return Ok(0);
@@ -1281,6 +1282,10 @@ impl Job<'_> {
                     let ptr = unsafe { (scratch[k].as_ptr() as *const u8).add((p % ring) * pitch) };
                     (ptr, pitch as i64, 1)
                 }
+                target => match self.slot_args(j, s, slot, &target) {
+                    Some((p, step, st, _)) => (p, step, st),
+                    None => return Ok(0),
+                },
             };
             bufs.ptrs.push(p);
             bufs.steps.push(step);
