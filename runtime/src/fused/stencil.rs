@@ -898,17 +898,22 @@ impl Job<'_> {
         // Rows per computation while checking: a few dozen KiB of inputs, checked right
         // after the computation read them (so from cache).
         let check_rows = (CHECK_BYTES / (self.width * 4)).max(1);
+        let reads_inputs: Vec<bool> = code
+            .iter()
+            .map(|st| {
+                st.slots.iter().any(|s| {
+                    matches!(
+                        s.kind,
+                        SlotKind::Row {
+                            source: Source::Input(_),
+                            ..
+                        }
+                    )
+                })
+            })
+            .collect();
         let cap = |k: usize, n: usize| -> usize {
-            let reads_inputs = code[k].slots.iter().any(|s| {
-                matches!(
-                    s.kind,
-                    SlotKind::Row {
-                        source: Source::Input(_),
-                        ..
-                    }
-                )
-            });
-            if check && reads_inputs {
+            if check && reads_inputs[k] {
                 n.min(check_rows)
             } else {
                 n
