@@ -50,8 +50,8 @@ pub struct EngineStats {
     /// Runs made on the calling thread (small, or a one-thread engine; see
     /// [`INLINE_WORK`]).
     pub inline_runs: usize,
-    /// Stencil row blocks (and whole scans or reductions) computed by a kernel's
-    /// clean-input specialisation after their input rows checked clean.
+    /// Stencil row blocks computed by a kernel's clean-input specialisation after their
+    /// input rows checked clean.
     pub clean_blocks: usize,
     /// Stencil row blocks that met an unclean input row partway through the specialisation
     /// and were computed again by the general kernel.
@@ -510,7 +510,9 @@ impl CompiledGraph {
 
 /// Whether every float tensor of `args` is clean (no NaN, infinity or -0; see
 /// `kiln_codegen::cpu::clean_kernel`), checked on the elements it views; `false` for
-/// non-contiguous views, which the check does not walk. Parallel on the current pool.
+/// non-contiguous views, which the check does not walk. Parallel on the current pool. The
+/// engine checks per row block instead, only the rows each block reads (see
+/// `stencil::Job::block`); this is the same test over whole tensors.
 pub fn inputs_clean(args: &[Tensor]) -> bool {
     use rayon::prelude::*;
     const CHUNK: usize = 1 << 16;
@@ -563,9 +565,9 @@ fn value_of(
 }
 
 /// Runs one compiled kernel on `args`, producing a contiguous tensor of `shape`: fresh, or in
-/// `reuse` (storage of the output's dtype and length, overwritten). Where the kernel has a
-/// clean-input form, its parts whose inputs check clean run with it (stencil blocks, or a
-/// whole scan or reduction); the counts say how that went.
+/// `reuse` (storage of the output's dtype and length, overwritten). Where a stencil kernel
+/// has a clean-input form, its blocks whose input rows check clean run with it; the counts
+/// say how that went.
 pub(crate) fn run_kernel(
     kernel: &CpuKernel,
     args: &[Tensor],
@@ -623,34 +625,21 @@ pub(crate) fn run_kernel(
                 plans,
             )
         }
-        CpuBody::AlongAxis { .. } => {
+        CpuBody::AlongAxis {
+            axis,
+            scan,
+            fold,
+            combine,
+            ..
+        } => {
             let x = args.first().ok_or(RuntimeError::InputCount {
                 expected: 1,
                 got: 0,
             })?;
-            // A scan or reduction reads its whole input at once: one check up front.
-            let clean = kernel
-                .clean
-                .as_deref()
-                .filter(|c| matches!(c.body, CpuBody::AlongAxis { .. }) && inputs_clean(args));
-            let CpuBody::AlongAxis {
-                axis,
-                scan,
-                fold,
-                combine,
-                ..
-            } = &clean.unwrap_or(kernel).body
-            else {
-                return Err(RuntimeError::Shape(
-                    "internal: a scan or reduction kernel changed kind".into(),
-                ));
-            };
+            // Scans and reductions have no clean-input form (`cpu::clean_kernel` specialises
+            // stencils only).
             let out = along::run(x, *axis, *scan, *fold, *combine, shape, reuse)?;
-            let blocks = stencil::CleanBlocks {
-                clean: usize::from(clean.is_some()),
-                aborted: 0,
-            };
-            Ok((out, blocks))
+            Ok((out, stencil::CleanBlocks::default()))
         }
     }
 }
