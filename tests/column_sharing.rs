@@ -1,8 +1,10 @@
 //! The CPU backend's work sharing between neighbouring columns (lane shuffles of
-//! shift-equivalent values, `codegen/src/cpu/shift.rs`) changes no bit: the fused engine with
-//! sharing, the fused engine without it, and the eager oracle agree on every row width from
-//! 1 to 80 (so every mix of shared steps, single vectors, the overlapped tail, edge vectors
-//! and scalar border columns), on nasty data, for the operators whose kernels share work.
+//! shift-equivalent values and values carried from one loop step to the next,
+//! `codegen/src/cpu/shift.rs`) changes no bit: the fused engine with sharing, the fused
+//! engine without it, the one sharing without carried values, and the eager oracle agree on
+//! every row width from 1 to 80 (so every mix of shared steps, a row's first step, the redone
+//! last step, single vectors, the overlapped tail, edge vectors and scalar border columns),
+//! on nasty data, for the operators whose kernels share work.
 
 mod common;
 
@@ -49,7 +51,12 @@ fn sharing_changes_no_bit_at_any_width() {
         step_code_budget: Some(3000),
         ..Default::default()
     });
+    let recomputed = Engine::with_options(CompileOptions {
+        no_carried_values: true,
+        ..Default::default()
+    });
     let mut shared_kernels = 0;
+    let mut carrying_kernels = 0;
     let mut shared_with_edges = 0;
     let mut shared_with_wide_edges = 0;
     for (op, params) in cases() {
@@ -68,6 +75,20 @@ fn sharing_changes_no_bit_at_any_width() {
                     .iter()
                     .filter(|k| k.describe().contains("shared across columns"))
                     .count();
+                carrying_kernels += c
+                    .kernels
+                    .iter()
+                    .filter(|k| k.describe().contains("values carried to the next step"))
+                    .count();
+                assert!(
+                    recomputed
+                        .compile(&graph)
+                        .unwrap()
+                        .kernels
+                        .iter()
+                        .all(|k| !k.describe().contains("carried")),
+                    "{op}: carried values not turned off"
+                );
                 shared_with_edges += c
                     .kernels
                     .iter()
@@ -94,7 +115,12 @@ fn sharing_changes_no_bit_at_any_width() {
             {
                 let x = f32_tensor(&shape, data, (w * 3 + di) as u64);
                 let want = eager::run(&graph, std::slice::from_ref(&x)).unwrap();
-                for (name, engine) in [("shared", &shared), ("unshared", &plain), ("big", &big)] {
+                for (name, engine) in [
+                    ("shared", &shared),
+                    ("unshared", &plain),
+                    ("big", &big),
+                    ("recomputed", &recomputed),
+                ] {
                     let got = engine.run(&graph, std::slice::from_ref(&x)).unwrap();
                     if let Some(d) = first_difference(&want[0], &got[0]) {
                         panic!("{op} {params:?} width {w} {data:?} {name}: {d}");
@@ -107,6 +133,11 @@ fn sharing_changes_no_bit_at_any_width() {
     assert!(
         shared_kernels >= 4,
         "only {shared_kernels} kernels used column sharing"
+    );
+    // ... and carried values with it.
+    assert!(
+        carrying_kernels >= 4,
+        "only {carrying_kernels} kernels carried values between steps"
     );
     // ... and edge vectors with it (rows of 12 columns and more).
     assert!(

@@ -86,6 +86,7 @@ fn bounded_clean_run_finds_nothing() {
     // The random graphs reach the backend's column sharing and edge vectors too (they are
     // checked, not skipped).
     assert!(report.kernels.sharing_columns > 0, "{}", report.summary());
+    assert!(report.kernels.carrying_values > 0, "{}", report.summary());
     assert!(report.kernels.edge_vectors > 0, "{}", report.summary());
     // Both outcomes of the clean-input specialisation's per-block check are exercised.
     assert!(report.kernels.clean_blocks > 0, "{}", report.summary());

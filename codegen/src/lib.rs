@@ -34,6 +34,10 @@ pub struct CompileOptions {
     /// as vectors, see `cpu::edge`); for A/B measurements and tests. The output is
     /// the same bits either way.
     pub no_edge_vectors: bool,
+    /// Turns off the carrying of shared values from one step of the CPU backend's shared
+    /// vector loop to the next (see `cpu::shift`); for A/B measurements and tests. The
+    /// output is the same bits either way.
+    pub no_carried_values: bool,
 }
 
 /// Errors from lowering or code generation.

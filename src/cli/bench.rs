@@ -63,6 +63,15 @@ pub struct BenchArgs {
     /// and print the two medians and their ratio.
     #[arg(long, conflicts_with_all = ["no_edge_vectors", "ab_column_sharing", "ab_window_doubling", "json"])]
     ab_edge_vectors: bool,
+    /// Turn off the carrying of shared values between steps of the CPU backend's shared
+    /// vector loop, for A/B runs.
+    #[arg(long)]
+    no_carried_values: bool,
+    /// A/B in this process: time each workload with and without values carried between
+    /// steps of the shared vector loop, alternating, and print the two medians and their
+    /// ratio.
+    #[arg(long, conflicts_with_all = ["no_carried_values", "ab_column_sharing", "ab_window_doubling", "ab_edge_vectors", "json"])]
+    ab_carried_values: bool,
     /// Compile without tiering (no background compile with bigger steps or the clean-input
     /// specialisation), for A/B runs.
     #[arg(long)]
@@ -192,6 +201,7 @@ pub fn run(a: BenchArgs) -> Result<ExitCode, CliError> {
         compile: kiln_codegen::CompileOptions {
             no_column_sharing: a.no_column_sharing,
             no_edge_vectors: a.no_edge_vectors,
+            no_carried_values: a.no_carried_values,
             ..Default::default()
         },
         window_doubling: !a.no_window_doubling,
@@ -218,6 +228,22 @@ pub fn run(a: BenchArgs) -> Result<ExitCode, CliError> {
             ..opts.clone()
         };
         return ab(&workloads, &a.threads, &opts, &off, ["edges", "scalar"]);
+    }
+    if a.ab_carried_values {
+        let off = BenchOptions {
+            compile: kiln_codegen::CompileOptions {
+                no_carried_values: true,
+                ..opts.compile.clone()
+            },
+            ..opts.clone()
+        };
+        return ab(
+            &workloads,
+            &a.threads,
+            &opts,
+            &off,
+            ["carried", "recomputed"],
+        );
     }
     if a.ab_window_doubling {
         let off = BenchOptions {

@@ -30,6 +30,10 @@ pub struct DumpArgs {
     /// PTX target architecture (`sm_XX`), with `--ptx`.
     #[arg(long, default_value_t = 80)]
     sm: u32,
+    /// Step code budget of the CPU kernels (default: the first compile's; the background
+    /// compile of a tiered kernel uses 3000).
+    #[arg(long)]
+    step_budget: Option<usize>,
 }
 
 /// Runs `kiln dump`.
@@ -67,9 +71,13 @@ pub fn run(a: DumpArgs) -> Result<ExitCode, CliError> {
     for (i, group) in partition.groups.iter().enumerate() {
         let kernel = lower(&optimized, group)?;
         println!("== kernel {i}\n{kernel}");
-        let cpu = kiln::codegen::cpu::compile(&kernel, &Default::default())?;
+        let options = kiln::codegen::CompileOptions {
+            step_code_budget: a.step_budget,
+            ..Default::default()
+        };
+        let cpu = kiln::codegen::cpu::compile(&kernel, &options)?;
         println!("== kernel {i} CPU plan\n{}", cpu.describe());
-        if let Some(clean) = kiln::codegen::cpu::compile_clean(&kernel, &Default::default())? {
+        if let Some(clean) = kiln::codegen::cpu::compile_clean(&kernel, &options)? {
             println!(
                 "== kernel {i} CPU plan for clean inputs (no NaN, infinity or -0)\n{}",
                 clean.describe()

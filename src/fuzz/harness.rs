@@ -73,6 +73,8 @@ pub struct KernelPaths {
     pub compiled: usize,
     /// Of those, kernels sharing work between neighbouring columns.
     pub sharing_columns: usize,
+    /// Of those, kernels carrying values from one step of the shared loop to the next.
+    pub carrying_values: usize,
     /// Of those, kernels running the first and last columns of rows as edge vectors.
     pub edge_vectors: usize,
     /// Row blocks the tiered compiles' clean-input specialisations computed (their input
@@ -162,6 +164,7 @@ impl Executor for Fused {
         KernelPaths {
             compiled: self.before.compiled + st.kernels_compiled,
             sharing_columns: self.before.sharing_columns + st.kernels_sharing_columns,
+            carrying_values: self.before.carrying_values + st.kernels_carrying_values,
             edge_vectors: self.before.edge_vectors + st.kernels_with_edge_vectors,
             clean_blocks: self.before.clean_blocks + tiered.clean_blocks,
             clean_blocks_aborted: self.before.clean_blocks_aborted + tiered.clean_blocks_aborted,

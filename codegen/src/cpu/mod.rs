@@ -153,6 +153,9 @@ pub struct CpuKernel {
     /// Stages whose vector interior shares work between neighbouring columns (see
     /// `shift`).
     pub shared_column_stages: usize,
+    /// Of those, stages whose shared loop carries values from one step to the next (see
+    /// `shift`).
+    pub carrying_stages: usize,
     /// Stages whose wide enough rows run their first and last 4 or 8 columns as vectors
     /// (see `edge`).
     pub edge_vector_stages: usize,
@@ -226,6 +229,7 @@ fn compile_with(
     let fault = options.fault;
     let mut notes = Vec::new();
     let mut shared = 0;
+    let mut carrying = 0;
     let mut edge_stages = 0;
     let mut step_capped = false;
     let mut modules = Vec::new();
@@ -333,6 +337,7 @@ fn compile_with(
             let mut out = Vec::with_capacity(stages.len());
             for ((i, stage), plan) in stages.iter().enumerate().zip(plans) {
                 shared += usize::from(plan.shares_columns());
+                carrying += usize::from(plan.carries_values());
                 edge_stages += usize::from(plan.uses_edge_vectors());
                 step_capped |= plan.step_capped();
                 let mut note = plan.describe(i, stage);
@@ -390,6 +395,7 @@ fn compile_with(
         body,
         compile_ms: t0.elapsed().as_secs_f64() * 1e3,
         shared_column_stages: shared,
+        carrying_stages: carrying,
         edge_vector_stages: edge_stages,
         step_capped,
         clean: None,

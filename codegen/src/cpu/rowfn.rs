@@ -232,6 +232,11 @@ impl StagePlan {
         self.shift.is_some()
     }
 
+    /// Whether the shared vector loop carries values from one step to the next.
+    pub(crate) fn carries_values(&self) -> bool {
+        self.shift.as_ref().is_some_and(|s| !s.carry.is_empty())
+    }
+
     /// Whether a bigger code budget would have given the shared vector loop bigger steps.
     pub(crate) fn step_capped(&self) -> bool {
         self.shift.as_ref().is_some_and(|s| s.capped)
@@ -281,8 +286,14 @@ impl StagePlan {
             if let Some(sp) = &self.shift {
                 format!(
                     "vectorised F32X4 (when strides are 1), {} vectors per step with {} \
-                     instructions shared across columns by lane shifts, + overlapped vector tail",
-                    sp.blocks, sp.derived
+                     instructions shared across columns by lane shifts{}, + overlapped vector tail",
+                    sp.blocks,
+                    sp.derived,
+                    if sp.carry.is_empty() {
+                        String::new()
+                    } else {
+                        format!(" and {} values carried to the next step", sp.carry.len())
+                    }
                 )
             } else if let Some(w) = &self.row_window {
                 format!(
@@ -422,7 +433,7 @@ pub(crate) fn plan_stage(
         let flags: Vec<[bool; 5]> = (0..stage.insts.len())
             .map(|i| [unmasked[i], tree[i], swapped[i], raw_nan[i], plain_pick[i]])
             .collect();
-        super::shift::plan(stage, &flags, step_budget)
+        super::shift::plan(stage, &flags, step_budget, !options.no_carried_values)
     } else {
         None
     };
@@ -1027,8 +1038,10 @@ fn body(
 
 /// Emits `sp.blocks` vectors of the stage at columns `x, x + 4, ...` (stride 1,
 /// every read in range), taking shift-equivalent values from lane shuffles of neighbouring
-/// vectors (see `shift`); `store(b, u, value)` writes output vector `u` as soon as it is
-/// computed.
+/// vectors (see `shift`) and the values of `sp.carry` from `carried` (their plain forms, in
+/// that order); `store(b, u, value)` writes output vector `u` as soon as it is computed.
+/// Returns the plain values the next step carries (`sp.carry` moved by `sp.blocks`
+/// vectors).
 #[allow(clippy::too_many_arguments)]
 fn body_shared(
     b: &mut FunctionBuilder,
@@ -1037,9 +1050,10 @@ fn body_shared(
     sp: &super::shift::ShiftPlan,
     ctx: &RowCtx,
     x: Value,
+    carried: &[Value],
     fault: Option<Fault>,
     mut store: impl FnMut(&mut FunctionBuilder, usize, Value),
-) -> Result<(), CodegenError> {
+) -> Result<Vec<Value>, CodegenError> {
     let mut em = Em {
         b,
         vec: true,
@@ -1047,6 +1061,10 @@ fn body_shared(
         raw_nan: false,
     };
     let mut frames: BTreeMap<i64, (Value, Frame)> = BTreeMap::new();
+    for (&(i, v), &val) in sp.carry.iter().zip(carried) {
+        let (_, f) = frame_at(&mut em, &mut frames, x, v, stage.insts.len());
+        f.vals[i] = Some(Val::plain(stage.insts[i].dtype, val));
+    }
     for (u, need) in sp.needs.iter().enumerate() {
         // The vectors ahead first (what later outputs take by lane shifts), then the
         // output's own; instructions in emission order within a vector.
@@ -1067,7 +1085,51 @@ fn body_shared(
         // side-effecting user, so a store per vector keeps each vector's work together.
         store(em.b, u, p);
     }
-    Ok(())
+    let ahead = sp.blocks as i64;
+    carried_values(&mut em, stage, plan, sp, ctx, &mut frames, x, ahead, fault)
+}
+
+/// The plain values of `sp.carry` at vectors moved by `ahead` from step `x`, computing what
+/// `frames` does not have yet: `ahead = 0` for the values a row's first step is given,
+/// `sp.blocks` for those a step hands to the next.
+#[allow(clippy::too_many_arguments)]
+fn carried_values(
+    em: &mut Em,
+    stage: &Stage,
+    plan: &StagePlan,
+    sp: &super::shift::ShiftPlan,
+    ctx: &RowCtx,
+    frames: &mut BTreeMap<i64, (Value, Frame)>,
+    x: Value,
+    ahead: i64,
+    fault: Option<Fault>,
+) -> Result<Vec<Value>, CodegenError> {
+    let mut out = Vec::with_capacity(sp.carry.len());
+    for &(i, v) in &sp.carry {
+        ensure(em, stage, plan, sp, ctx, frames, x, (i, v + ahead), fault)?;
+        let f = frames
+            .get_mut(&(v + ahead))
+            .ok_or_else(|| bad("carried value not computed"))?;
+        let mut val = f.1.vals[i].ok_or_else(|| bad("carried value not computed"))?;
+        let p = em.plain(&mut val);
+        f.1.vals[i] = Some(val);
+        out.push(p);
+    }
+    Ok(out)
+}
+
+/// The frame of vector `v` of the step at `x`, created (with its column `x + 4v`) on first use.
+fn frame_at<'f>(
+    em: &mut Em,
+    frames: &'f mut BTreeMap<i64, (Value, Frame)>,
+    x: Value,
+    v: i64,
+    n: usize,
+) -> &'f mut (Value, Frame) {
+    frames.entry(v).or_insert_with(|| {
+        let xv = em.b.ins().iadd_imm_s(x, 4 * v);
+        (xv, Frame::new(n))
+    })
 }
 
 /// Emits instruction `i` at vector `v` of a shared step and, first, whatever it needs that
@@ -1115,10 +1177,7 @@ fn ensure(
             continue;
         }
         stack.pop();
-        if let std::collections::btree_map::Entry::Vacant(e) = frames.entry(v) {
-            let xv = em.b.ins().iadd_imm_s(x, 4 * v);
-            e.insert((xv, Frame::new(n)));
-        }
+        frame_at(em, frames, x, v, n);
         match sp.derive[i] {
             Some((r, d)) => {
                 let (fl, k) = (d.div_euclid(4), d.rem_euclid(4));
@@ -1713,24 +1772,63 @@ fn emit_row(
             // is a pure function of the sources, and `out` overlaps no source row); the
             // scalar border loop does the rest. No one-vector loop: its code would cost
             // compile time for a few columns per row.
+            //
+            // Values carried from step to step (`sp.carry`) are parameters of the loop
+            // blocks: `wide_first` computes them for a row's first step (and a redone last
+            // step), each step computes those of the next.
             let block = sp.blocks as i64 * lanes;
+            let wide_entry = b.create_block();
+            b.append_block_param(wide_entry, i64t);
+            let wide_first = b.create_block();
+            b.append_block_param(wide_first, i64t);
             let wide_hdr = b.create_block();
             b.append_block_param(wide_hdr, i64t);
             let wide_body = b.create_block();
             b.append_block_param(wide_body, i64t);
             let wide_tail = b.create_block();
             b.append_block_param(wide_tail, i64t);
-            enter_loop(b, wide_hdr)?;
+            // Whether a step at `x` runs: started, reads in the row, outputs in the interior.
+            let go = |b: &mut FunctionBuilder, x: Value| {
+                let started = b.ins().icmp(IntCC::SignedGreaterThanOrEqual, x, wlo);
+                let last_read = b.ins().iadd_imm_s(x, sp.read_hi);
+                let reads_in = b.ins().icmp(IntCC::SignedLessThan, last_read, width);
+                let xw = b.ins().iadd_imm_s(x, block);
+                let outs_in = b.ins().icmp(IntCC::SignedLessThanOrEqual, xw, xhi);
+                let go = b.ins().band(started, reads_in);
+                b.ins().band(go, outs_in)
+            };
+            enter_loop(b, wide_entry)?;
+            b.switch_to_block(wide_entry);
+            let x = b.block_params(wide_entry)[0];
+            let g = go(b, x);
+            b.ins().brif(g, wide_first, &[arg(x)], wide_tail, &[arg(x)]);
+
+            b.switch_to_block(wide_first);
+            let x = b.block_params(wide_first)[0];
+            let first = {
+                let mut em = Em {
+                    b,
+                    vec: true,
+                    fault,
+                    raw_nan: false,
+                };
+                let mut frames = BTreeMap::new();
+                carried_values(&mut em, stage, plan, sp, ctx, &mut frames, x, 0, fault)?
+            };
+            for &v in &first {
+                let ty = b.func.dfg.value_type(v);
+                b.append_block_param(wide_body, ty);
+                b.append_block_param(wide_hdr, ty);
+            }
+            let args: Vec<_> = std::iter::once(x).chain(first).map(arg).collect();
+            b.ins().jump(wide_body, &args);
+
             b.switch_to_block(wide_hdr);
-            let x = b.block_params(wide_hdr)[0];
-            let started = b.ins().icmp(IntCC::SignedGreaterThanOrEqual, x, wlo);
-            let last_read = b.ins().iadd_imm_s(x, sp.read_hi);
-            let reads_in = b.ins().icmp(IntCC::SignedLessThan, last_read, width);
-            let xw = b.ins().iadd_imm_s(x, block);
-            let outs_in = b.ins().icmp(IntCC::SignedLessThanOrEqual, xw, xhi);
-            let go = b.ins().band(started, reads_in);
-            let go = b.ins().band(go, outs_in);
-            b.ins().brif(go, wide_body, &[arg(x)], wide_tail, &[arg(x)]);
+            let params = b.block_params(wide_hdr).to_vec();
+            let g = go(b, params[0]);
+            let args: Vec<_> = params.iter().copied().map(arg).collect();
+            b.ins()
+                .brif(g, wide_body, &args, wide_tail, &[arg(params[0])]);
 
             b.switch_to_block(wide_tail);
             let x = b.block_params(wide_tail)[0];
@@ -1754,19 +1852,31 @@ fn emit_row(
                 let redo = b.ins().band(redo, new);
                 let redo = b.ins().band(redo, began);
                 b.ins()
-                    .brif(redo, wide_body, &[arg(xl)], border_entry, &[arg(x)]);
+                    .brif(redo, wide_first, &[arg(xl)], border_entry, &[arg(x)]);
             }
 
             b.switch_to_block(wide_body);
-            let x = b.block_params(wide_body)[0];
-            body_shared(b, stage, plan, sp, ctx, x, fault, |b, u, v| {
-                let xu = b.ins().iadd_imm_s(x, u as i64 * lanes);
-                let off = b.ins().imul_imm_s(xu, esize(out_d));
-                let addr = b.ins().iadd(out, off);
-                b.ins().store(mem(), v, addr, 0);
-            })?;
+            let params = b.block_params(wide_body).to_vec();
+            let x = params[0];
+            let next = body_shared(
+                b,
+                stage,
+                plan,
+                sp,
+                ctx,
+                x,
+                &params[1..],
+                fault,
+                |b, u, v| {
+                    let xu = b.ins().iadd_imm_s(x, u as i64 * lanes);
+                    let off = b.ins().imul_imm_s(xu, esize(out_d));
+                    let addr = b.ins().iadd(out, off);
+                    b.ins().store(mem(), v, addr, 0);
+                },
+            )?;
             let xn = b.ins().iadd_imm_s(x, block);
-            b.ins().jump(wide_hdr, &[arg(xn)]);
+            let args: Vec<_> = std::iter::once(xn).chain(next).map(arg).collect();
+            b.ins().jump(wide_hdr, &args);
         } else if let Some(vec_hdr) = vec_hdr {
             if stage.insts.len() <= UNROLL_MAX_INSTS && plan.row_window.is_none() {
                 // Small stages: two vectors per step first (more independent work per loop

@@ -92,6 +92,10 @@ pub(crate) struct ShiftPlan {
     pub(crate) blocks: usize,
     /// A bigger step was left out only because of the code budget.
     pub(crate) capped: bool,
+    /// Values carried from one step to the next (see [`carry`]): `(i, v)` is taken from
+    /// the previous step's instruction `i` at vector `v + blocks` (the same columns)
+    /// instead of being computed. Empty when carrying is off.
+    pub(crate) carry: Vec<(usize, i64)>,
 }
 
 /// The folding of the vector body's `fold_known` on bools known at code-generation time:
@@ -122,7 +126,12 @@ fn fold(op: &Op, known: &[Option<bool>]) -> Option<(Option<usize>, Option<bool>)
 /// Finds the shift classes of a vectorised stage. `flags[i]` are the per-instruction
 /// code-generation choices that must agree within a class. `None` when nothing would be
 /// shared.
-pub(crate) fn plan(stage: &Stage, flags: &[[bool; 5]], budget: usize) -> Option<ShiftPlan> {
+pub(crate) fn plan(
+    stage: &Stage,
+    flags: &[[bool; 5]],
+    budget: usize,
+    carry_values: bool,
+) -> Option<ShiftPlan> {
     let n = stage.insts.len();
     let mut classes: HashMap<Key, u32> = HashMap::new();
     // Per instruction: class and shift (`None`: column-independent).
@@ -251,15 +260,20 @@ pub(crate) fn plan(stage: &Stage, flags: &[[bool; 5]], budget: usize) -> Option<
             best = Some((per_vector, steps));
         }
     }
-    let (
-        _,
-        Steps {
-            needs,
-            read_lo,
-            read_hi,
-            ..
-        },
-    ) = best?;
+    // Carrying values between steps takes the same step size (it removes the recomputed
+    // vectors that made small steps cost more, and keeps what bigger steps bring: the
+    // one-vector loop and edge vectors).
+    let (_, mut chosen) = best?;
+    if carry_values {
+        carry(stage, &derive, &aliased, &mut chosen);
+    }
+    let Steps {
+        needs,
+        read_lo,
+        read_hi,
+        carry,
+        ..
+    } = chosen;
     let blocks = needs.len();
     Some(ShiftPlan {
         derive,
@@ -269,6 +283,7 @@ pub(crate) fn plan(stage: &Stage, flags: &[[bool; 5]], budget: usize) -> Option<
         derived,
         blocks,
         capped,
+        carry,
     })
 }
 
@@ -279,6 +294,8 @@ struct Steps {
     read_hi: i64,
     /// Distinct (instruction, vector) values the step emits (derived ones are shuffles).
     emitted: usize,
+    /// Values taken from the previous step (see [`carry`]).
+    carry: Vec<(usize, i64)>,
 }
 
 /// The needs of a step of `blocks` output vectors under `derive`.
@@ -349,5 +366,82 @@ fn steps(stage: &Stage, derive: &[Option<(usize, i64)>], blocks: usize) -> Optio
         read_lo,
         read_hi,
         emitted: seen.len(),
+        carry: Vec::new(),
     })
+}
+
+/// The (instruction, vector) pairs a value at `(i, v)` is computed from in a step:
+/// through `derive`, the two vectors of the class representative it shifts lanes from;
+/// else its operands at `v`.
+fn deps(stage: &Stage, derive: &[Option<(usize, i64)>], (i, v): (usize, i64)) -> Vec<(usize, i64)> {
+    match derive[i] {
+        Some((r, d)) => {
+            let (fl, k) = (d.div_euclid(LANES), d.rem_euclid(LANES));
+            let mut deps = vec![(r, v + fl)];
+            if k != 0 {
+                deps.push((r, v + fl + 1));
+            }
+            deps
+        }
+        None => match &stage.insts[i].op {
+            Op::Unary(_, a) | Op::Cast(a) => vec![(a.0 as usize, v)],
+            Op::Binary(_, a, b) => vec![(a.0 as usize, v), (b.0 as usize, v)],
+            Op::Select(c, a, b) => vec![(c.0 as usize, v), (a.0 as usize, v), (b.0 as usize, v)],
+            Op::Load { .. } | Op::Const(_) | Op::InRange(_) => vec![],
+        },
+    }
+}
+
+/// Values carried between consecutive steps. Step `x + 4 * blocks` needs at vector `v` the
+/// columns step `x` had at vector `v + blocks`: where a computed value (an operation, not
+/// a load, a constant or a folded alias) is needed at both, the next step takes it from
+/// this one (a block parameter of the loop) instead of computing it again. With steps of
+/// two vectors a 5x5 median needs its column sorts at four vectors and its column-pair
+/// merges at three; carried, it computes two of each.
+///
+/// Which values are carried is decided by demand, from the step's outputs: a carried value
+/// is not computed, so neither are its operands unless something else needs them, and each
+/// carried value obliges the step to compute (or carry on) its value at `v + blocks` for
+/// the next. `steps.needs` keeps only what is then emitted.
+/// The first step of a row (and a redone last step) computes the carried values first.
+fn carry(stage: &Stage, derive: &[Option<(usize, i64)>], aliased: &[bool], steps: &mut Steps) {
+    let blocks = steps.needs.len() as i64;
+    let needed: BTreeSet<(usize, i64)> = steps
+        .needs
+        .iter()
+        .flat_map(|need| {
+            need.iter()
+                .enumerate()
+                .flat_map(|(i, vs)| vs.iter().map(move |&v| (i, v)))
+        })
+        .collect();
+    let carryable = |(i, v): (usize, i64)| {
+        derive[i].is_none()
+            && !aliased[i]
+            && matches!(
+                stage.insts[i].op,
+                Op::Unary(..) | Op::Binary(..) | Op::Select(..) | Op::Cast(_)
+            )
+            && needed.contains(&(i, v + blocks))
+    };
+    let mut demanded: BTreeSet<(usize, i64)> = BTreeSet::new();
+    let mut carried: BTreeSet<(usize, i64)> = BTreeSet::new();
+    let mut work: Vec<(usize, i64)> = (0..blocks).map(|u| (stage.result.0 as usize, u)).collect();
+    while let Some(at) = work.pop() {
+        if !demanded.insert(at) {
+            continue;
+        }
+        if carryable(at) {
+            carried.insert(at);
+            work.push((at.0, at.1 + blocks));
+        } else {
+            work.extend(deps(stage, derive, at));
+        }
+    }
+    for need in &mut steps.needs {
+        for (i, vs) in need.iter_mut().enumerate() {
+            vs.retain(|&v| demanded.contains(&(i, v)) && !carried.contains(&(i, v)));
+        }
+    }
+    steps.carry = carried.into_iter().collect();
 }

@@ -41,6 +41,8 @@ pub struct EngineStats {
     pub compile_ms: f64,
     /// Compiled kernels with at least one stage sharing work between neighbouring columns.
     pub kernels_sharing_columns: usize,
+    /// Of those, kernels whose shared vector loop carries values from one step to the next.
+    pub kernels_carrying_values: usize,
     /// Compiled kernels with at least one stage running edge vectors (the first and last
     /// columns of rows as vectors).
     pub kernels_with_edge_vectors: usize,
@@ -231,6 +233,7 @@ impl Engine {
             st.kernels_compiled += 1;
             st.compile_ms += compiled.compile_ms;
             st.kernels_sharing_columns += usize::from(compiled.shared_column_stages > 0);
+            st.kernels_carrying_values += usize::from(compiled.carrying_stages > 0);
             st.kernels_with_edge_vectors += usize::from(compiled.edge_vector_stages > 0);
             st.upgrades_started += usize::from(upgrade.is_some());
         }
