@@ -17,9 +17,10 @@ use kiln_codegen::cpu::{self, CpuKernel};
 use kiln_codegen::{CompileOptions, Kernel};
 
 /// Step code budget of the background compile: large enough for 8-vector steps of the
-/// 5x5 median's 288-instruction stage. Measured on the 2-core EPYC VM (2048² f32, 1 thread):
-/// the 5x5 median runs in 17.7 ms with it against 21.5 ms under the default budget,
-/// and compiles in 8.6-8.9 ms against 3.8 ms.
+/// 5x5 median's 290-instruction stage. Measured on the 2-core EPYC VM (2048² f32, 1 thread),
+/// before values were carried between steps: the 5x5 median ran in 17.7 ms with it against
+/// 21.5 ms under the default budget, and compiled in 8.6-8.9 ms against 3.8 ms. With
+/// carried values (see `cpu::shift`) the median takes 4-vector steps under it.
 pub const UPGRADE_STEP_BUDGET: usize = 3000;
 
 /// The background compile of one kernel: with [`UPGRADE_STEP_BUDGET`], and with its
