@@ -64,6 +64,7 @@ fn step(
         vec: false,
         fault,
         raw_nan: false,
+        sign_clear: false,
     };
     let mut a = Val::plain(d, acc);
     let mut v = Val::plain(d, x);
@@ -87,6 +88,7 @@ pub(crate) fn build_fold(
         vec: false,
         fault,
         raw_nan: false,
+        sign_clear: false,
     }
     .ty(d);
     let i64t = types::I64;
@@ -168,6 +170,7 @@ pub(crate) fn build_combine(
         vec: false,
         fault,
         raw_nan: false,
+        sign_clear: false,
     }
     .ty(d);
     let i64t = types::I64;

@@ -259,6 +259,7 @@ pub(crate) fn emit(
         vec: true,
         fault,
         raw_nan: false,
+        sign_clear: false,
     };
     block_step(&mut em, w, sp, rs, dp, a.out_row_step);
     let b = em.b;

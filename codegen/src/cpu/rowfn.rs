@@ -191,6 +191,9 @@ pub(crate) struct StagePlan {
     /// Per instruction: float arithmetic whose NaN results need not be canonical (see
     /// [`raw_nan`]).
     raw_nan: Vec<bool>,
+    /// Per instruction: a float value that is a NaN or has a clear sign bit (see
+    /// [`sign_clear`]).
+    sign_clear: Vec<bool>,
     /// The stage's result may be stored with a NaN as the hardware gives it (see
     /// [`raw_result`]).
     raw_result: bool,
@@ -257,6 +260,23 @@ impl StagePlan {
         let unmasked = self.unmasked.iter().filter(|&&u| u).count();
         let tree = self.tree.iter().filter(|&&u| u).count();
         let raw = self.raw_nan.iter().filter(|&&u| u).count();
+        // Arithmetic whose NaN is canonicalised by one unsigned minimum (see `sign_clear`).
+        let by_min = stage
+            .insts
+            .iter()
+            .enumerate()
+            .filter(|&(i, inst)| {
+                self.sign_clear[i]
+                    && !self.raw_nan[i]
+                    && inst.dtype == DType::F32
+                    && matches!(
+                        inst.op,
+                        Op::Binary(BinaryOp::Add | BinaryOp::Mul | BinaryOp::Div, ..)
+                            | Op::Unary(UnaryOp::Sqrt, _)
+                            | Op::Cast(_)
+                    )
+            })
+            .count();
         format!(
             "stage {i}: {} ({} insts{}{}), columns dx in [{}, {}], {} slot(s) [{}], interior {}",
             stage.dtype(),
@@ -272,6 +292,10 @@ impl StagePlan {
                 String::new()
             } + &if raw > 0 {
                 format!(", {raw} arithmetic results feeding NaN-safe users without canonical NaN")
+            } else {
+                String::new()
+            } + &if by_min > 0 && self.vectorisable {
+                format!(", {by_min} NaN results canonicalised by an unsigned minimum")
             } else {
                 String::new()
             } + if self.raw_result {
@@ -473,6 +497,7 @@ pub(crate) fn plan_stage(
         row_window,
         shift,
         raw_nan,
+        sign_clear: sign_clear(stage),
         raw_result,
         slots,
         slot_dtype,
@@ -587,6 +612,42 @@ pub(crate) fn raw_nan(stage: &Stage) -> Vec<bool> {
     }
     // Every other user kind is payload-free or NaN-propagating (see above).
     ok
+}
+
+/// Which float instructions give a NaN or a value with a clear sign bit (`+0` up to
+/// `+inf`), whatever the inputs: a square `x * x`; a sum, product or quotient of two such
+/// values (`+0 + +0 = +0`, and any NaN they make is allowed); the square root, absolute
+/// value, min, max or select of such values; a cast from such a float or from u8/bool;
+/// constants with a clear sign. The code generator canonicalises their arithmetic's NaN
+/// with one unsigned minimum (see `Em::canon`); the bits are those of the usual test.
+pub(crate) fn sign_clear(stage: &Stage) -> Vec<bool> {
+    let mut clear = vec![false; stage.insts.len()];
+    for (i, inst) in stage.insts.iter().enumerate() {
+        if !inst.dtype.is_float() {
+            continue;
+        }
+        let c = |v: &crate::kernel::ValueId| clear[v.0 as usize];
+        clear[i] = match &inst.op {
+            Op::Binary(BinaryOp::Mul, a, b) if a == b => true,
+            Op::Binary(
+                BinaryOp::Add | BinaryOp::Mul | BinaryOp::Div | BinaryOp::Min | BinaryOp::Max,
+                a,
+                b,
+            ) => c(a) && c(b),
+            Op::Unary(UnaryOp::Sqrt, a) => c(a),
+            Op::Unary(UnaryOp::Abs, _) => true,
+            Op::Select(_, a, b) => c(a) && c(b),
+            Op::Cast(a) => match stage.insts[a.0 as usize].dtype {
+                DType::U8 | DType::Bool => true,
+                d if d.is_float() => c(a),
+                _ => false,
+            },
+            Op::Const(Scalar::F32(bits)) => bits >> 31 == 0,
+            Op::Const(Scalar::F64(bits)) => bits >> 63 == 0,
+            _ => false,
+        };
+    }
+    clear
 }
 
 /// Which float min/max instructions run in compare form (`a < b ? a : b`, one `minps`, plus
@@ -842,6 +903,7 @@ fn emit_at(
     let inst = &stage.insts[i];
     let mut kn: Option<bool> = None;
     em.raw_nan = plan.raw_nan[i];
+    em.sign_clear = plan.sign_clear[i];
     if let Some((v, k)) = fold_known(em, &inst.op, &frame.vals, &frame.known)? {
         frame.vals[i] = Some(v);
         frame.known[i] = k;
@@ -1007,6 +1069,7 @@ fn emit_at(
         }
     };
     em.raw_nan = false;
+    em.sign_clear = false;
     frame.vals[i] = Some(v);
     frame.known[i] = kn;
     Ok(())
@@ -1027,6 +1090,7 @@ fn body(
         vec: path != Path::Border,
         fault,
         raw_nan: false,
+        sign_clear: false,
     };
     let mut frame = Frame::new(stage.insts.len());
     for &i in &plan.order {
@@ -1059,6 +1123,7 @@ fn body_shared(
         vec: true,
         fault,
         raw_nan: false,
+        sign_clear: false,
     };
     let mut frames: BTreeMap<i64, (Value, Frame)> = BTreeMap::new();
     for (&(i, v), &val) in sp.carry.iter().zip(carried) {
@@ -1811,6 +1876,7 @@ fn emit_row(
                     vec: true,
                     fault,
                     raw_nan: false,
+                    sign_clear: false,
                 };
                 let mut frames = BTreeMap::new();
                 carried_values(&mut em, stage, plan, sp, ctx, &mut frames, x, 0, fault)?

@@ -95,6 +95,10 @@ pub(crate) struct Em<'a, 'b> {
     /// being emitted only feeds users whose results do not depend on a NaN's bits, see
     /// `rowfn::raw_nan`).
     pub(crate) raw_nan: bool,
+    /// The float arithmetic being emitted gives a NaN or a value with a clear sign bit
+    /// (`+0..=+inf`, see `rowfn::sign_clear`): its NaN is canonicalised with one unsigned
+    /// minimum of the bits on the vector path.
+    pub(crate) sign_clear: bool,
 }
 
 /// Memory flags for every load and store: no alignment assumption, no trap expected.
@@ -261,6 +265,18 @@ impl Em<'_, '_> {
     fn canon(&mut self, d: DType, r: Value) -> Value {
         if self.raw_nan {
             return r;
+        }
+        if self.sign_clear && self.vec && d == DType::F32 {
+            // Hardware arithmetic gives quiet NaNs: with the sign clear their bits are at
+            // least the canonical NaN's 0x7fc00000, with it set above 2^31, and every value
+            // with a clear sign is at most +inf's 0x7f800000. So the unsigned minimum with
+            // the canonical NaN's bits (one `pminud`) is the canonicalisation.
+            let kt = self.key_ty(d);
+            let bits = self.b.ins().bitcast(kt, MemFlagsData::new(), r);
+            let canon = self.int_splat(kt, Self::canon_bits(d) as i64);
+            let m = self.b.ins().umin(bits, canon);
+            let t = self.ty(d);
+            return self.b.ins().bitcast(t, MemFlagsData::new(), m);
         }
         let n = self.b.ins().fcmp(FloatCC::Unordered, r, r);
         let c = self.float_const(d, Self::canon_bits(d));
@@ -670,7 +686,10 @@ impl Em<'_, '_> {
             }
             (UnaryOp::Neg, DType::U8) => Val::plain(d, self.b.ins().ineg(p)),
             (UnaryOp::Abs, DType::F32 | DType::F64) => {
+                // A bit operation: a signalling NaN stays signalling, so not the unsigned
+                // minimum (see `canon`).
                 let r = self.b.ins().fabs(p);
+                self.sign_clear = false;
                 Val::plain(d, self.canon(d, r))
             }
             (UnaryOp::Abs, DType::U8) => *x,
