@@ -90,6 +90,7 @@ fn bounded_clean_run_finds_nothing() {
     assert!(report.kernels.edge_vectors > 0, "{}", report.summary());
     // Both outcomes of the clean-input specialisation's per-block check are exercised.
     assert!(report.kernels.clean_blocks > 0, "{}", report.summary());
+    assert!(report.kernels.nonneg_blocks > 0, "{}", report.summary());
     assert!(
         report.kernels.clean_blocks_aborted > 0,
         "{}",

@@ -207,7 +207,8 @@ fn op(name: &str, params: &[(&str, &str)], shape: &[usize]) -> Graph {
 }
 
 /// Runs `x` through `compiled`, checks eager's bits, and returns how many row blocks the
-/// clean specialisation computed and how many it gave back to the general kernel.
+/// clean specialisations computed (for clean inputs, and for clean inputs with clear sign
+/// bits) and how many they gave back.
 fn run_counting_blocks(
     engine: &Engine,
     compiled: &kiln::runtime::fused::CompiledGraph,
@@ -223,9 +224,18 @@ fn run_counting_blocks(
     }
     let after = engine.stats();
     (
-        after.clean_blocks - before.clean_blocks,
+        after.clean_blocks + after.nonneg_blocks - before.clean_blocks - before.nonneg_blocks,
         after.clean_blocks_aborted - before.clean_blocks_aborted,
     )
+}
+
+/// The values of `x`, made non-negative (so blocks start on the specialisation for clean
+/// inputs with clear sign bits; see `signed_rows_fall_back_to_the_clean_form`).
+fn magnitudes(x: &kiln::Tensor) -> Vec<f32> {
+    match &**x.storage() {
+        kiln::runtime::Storage::F32(v) => v.iter().map(|v| v.abs()).collect(),
+        _ => unreachable!(),
+    }
 }
 
 /// Each row block checks the input rows it reads (after the clean specialisation read
@@ -249,11 +259,8 @@ fn an_unclean_row_sends_only_the_blocks_that_read_it_to_the_general_kernel() {
             compiled.current_kernel(0).unwrap().clean.is_some(),
             "{name}"
         );
-        let base = f32_tensor(&shape, Data::Uniform, 77);
-        let values = match &**base.storage() {
-            kiln::runtime::Storage::F32(v) => v.clone(),
-            _ => unreachable!(),
-        };
+        let values = magnitudes(&f32_tensor(&shape, Data::Uniform, 77));
+        let base = kiln::Tensor::from_f32(values.clone(), &shape).unwrap();
         let with = |row: usize, bad: f32| {
             let mut v = values.clone();
             v[row * shape[3] + 5] = bad;
@@ -301,11 +308,7 @@ fn cropped_views_are_checked_on_the_elements_they_view() {
         let engine = Engine::new().with_threads(1);
         let compiled = engine.compile(&g).unwrap();
         assert!(compiled.wait_for_upgrades(Duration::from_secs(120)));
-        let parent = f32_tensor(&[1, 1, ph, pw], Data::Uniform, 5);
-        let values = match &**parent.storage() {
-            kiln::runtime::Storage::F32(v) => v.clone(),
-            _ => unreachable!(),
-        };
+        let values = magnitudes(&f32_tensor(&[1, 1, ph, pw], Data::Uniform, 5));
         let view = |bad: &[(usize, usize, f32)]| {
             let mut v = values.clone();
             for &(r, c, x) in bad {
@@ -337,5 +340,72 @@ fn cropped_views_are_checked_on_the_elements_they_view() {
         // One inside the view, near its end.
         let (_, aborted) = run(&view(&[(top + 230, left + 7, f32::NAN)]));
         assert_eq!(aborted, 1, "{name}");
+    }
+}
+
+/// Kernels whose plain picks read only input values (and sign-clear constants) also get a
+/// form for clean inputs with clear sign bits, whose picks are integer minima and maxima of
+/// the bits. Blocks run it while their rows check so; a block that reads a negative row
+/// goes to the clean form, not the general kernel, and so do the blocks after it; signed
+/// data runs the clean form after one block. Eager's bits throughout.
+#[test]
+fn signed_rows_fall_back_to_the_clean_form() {
+    let shape = [1, 1, 256, 64];
+    for (name, params) in [
+        ("median_blur", vec![("k", "5")]),
+        ("grey_opening", vec![("size", "3"), ("mode", "reflect")]),
+    ] {
+        let g = op(name, &params, &shape);
+        let engine = Engine::new().with_threads(1);
+        let compiled = engine.compile(&g).unwrap();
+        assert!(compiled.wait_for_upgrades(Duration::from_secs(120)));
+        assert!(
+            compiled.current_kernel(0).unwrap().nonneg.is_some(),
+            "{name}"
+        );
+        let signed = f32_tensor(&shape, Data::Uniform, 78);
+        let values = magnitudes(&signed);
+        let with = |row: usize, v: f32| {
+            let mut x = values.clone();
+            x[row * shape[3] + 9] = v;
+            kiln::Tensor::from_f32(x, &shape).unwrap()
+        };
+        let counts = |x: &kiln::Tensor| {
+            let before = engine.stats();
+            let want = eager::run(&g, std::slice::from_ref(x)).unwrap();
+            let got = compiled.run(&engine, std::slice::from_ref(x)).unwrap();
+            if let Some(d) = first_difference(&want[0], &got[0]) {
+                panic!("{name}: {d}");
+            }
+            let after = engine.stats();
+            (
+                after.nonneg_blocks - before.nonneg_blocks,
+                after.clean_blocks - before.clean_blocks,
+                after.clean_blocks_aborted - before.clean_blocks_aborted,
+            )
+        };
+        let (nonneg, clean, aborted) = counts(&with(0, 0.5));
+        assert!(
+            nonneg >= 4 && clean == 0 && aborted == 0,
+            "{name}: {nonneg} {clean} {aborted}"
+        );
+        let blocks = nonneg;
+        // A negative value near the end: the blocks before its readers stay on the
+        // integer-pick form, the rest run the clean form.
+        let (nonneg, clean, aborted) = counts(&with(232, -0.75));
+        assert_eq!(aborted, 1, "{name}");
+        assert_eq!(nonneg + clean, blocks, "{name}");
+        assert!(
+            nonneg >= blocks / 2 && clean >= 1,
+            "{name}: {nonneg} {clean}"
+        );
+        // Signed data: the first block falls back, every block runs the clean form.
+        let (nonneg, clean, aborted) = counts(&signed);
+        assert_eq!((nonneg, clean, aborted), (0, blocks, 1), "{name}");
+        // +0 is non-negative; -0 is not clean at all.
+        let (nonneg, _, aborted) = counts(&with(100, 0.0));
+        assert_eq!((nonneg, aborted), (blocks, 0), "{name}");
+        let (_, clean, aborted) = counts(&with(0, -0.0));
+        assert_eq!((clean, aborted), (0, 1), "{name}");
     }
 }

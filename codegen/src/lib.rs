@@ -38,6 +38,10 @@ pub struct CompileOptions {
     /// vector loop to the next (see `cpu::shift`); for A/B measurements and tests. The
     /// output is the same bits either way.
     pub no_carried_values: bool,
+    /// Turns off the runtime's specialisation for clean inputs with clear sign bits
+    /// (integer picks, see [`cpu::compile_nonneg`]); for A/B measurements and tests. The
+    /// output is the same bits either way.
+    pub no_integer_picks: bool,
 }
 
 /// Errors from lowering or code generation.

@@ -72,6 +72,15 @@ pub struct BenchArgs {
     /// ratio.
     #[arg(long, conflicts_with_all = ["no_carried_values", "ab_column_sharing", "ab_window_doubling", "ab_edge_vectors", "json"])]
     ab_carried_values: bool,
+    /// Turn off the specialisation for clean inputs with clear sign bits (integer picks),
+    /// for A/B runs.
+    #[arg(long)]
+    no_integer_picks: bool,
+    /// A/B in this process: time each workload with and without the specialisation for
+    /// clean inputs with clear sign bits, alternating, and print the two medians and their
+    /// ratio.
+    #[arg(long, conflicts_with_all = ["no_integer_picks", "ab_carried_values", "ab_column_sharing", "ab_window_doubling", "ab_edge_vectors", "json"])]
+    ab_integer_picks: bool,
     /// Compile without tiering (no background compile with bigger steps or the clean-input
     /// specialisation), for A/B runs.
     #[arg(long)]
@@ -202,6 +211,7 @@ pub fn run(a: BenchArgs) -> Result<ExitCode, CliError> {
             no_column_sharing: a.no_column_sharing,
             no_edge_vectors: a.no_edge_vectors,
             no_carried_values: a.no_carried_values,
+            no_integer_picks: a.no_integer_picks,
             ..Default::default()
         },
         window_doubling: !a.no_window_doubling,
@@ -228,6 +238,16 @@ pub fn run(a: BenchArgs) -> Result<ExitCode, CliError> {
             ..opts.clone()
         };
         return ab(&workloads, &a.threads, &opts, &off, ["edges", "scalar"]);
+    }
+    if a.ab_integer_picks {
+        let off = BenchOptions {
+            compile: kiln_codegen::CompileOptions {
+                no_integer_picks: true,
+                ..opts.compile.clone()
+            },
+            ..opts.clone()
+        };
+        return ab(&workloads, &a.threads, &opts, &off, ["int", "float"]);
     }
     if a.ab_carried_values {
         let off = BenchOptions {

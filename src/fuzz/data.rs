@@ -190,11 +190,25 @@ pub fn random_data(rng: &mut Rng, dtype: DType, n: usize) -> Vec<Scalar> {
                     Scalar::from_f64(dtype, uniform_f64(rng))
                 }
             };
-            match rng.weighted(&[3, 3, 3]) {
+            match rng.weighted(&[3, 3, 3, 2]) {
                 // Uniform, with a few specials sprinkled in.
                 0 => {
                     let p = if rng.chance(0.5) { 0.0 } else { 0.02 };
                     (0..n).map(|_| one(rng, p)).collect()
+                }
+                // Non-negative like images (the integer-pick specialisation's inputs), with
+                // a few specials sometimes.
+                3 => {
+                    let p = if rng.chance(0.5) { 0.0 } else { 0.01 };
+                    (0..n)
+                        .map(|_| match one(rng, p) {
+                            Scalar::F32(b) if rng.chance(1.0 - p) => Scalar::F32(b & 0x7fff_ffff),
+                            Scalar::F64(b) if rng.chance(1.0 - p) => {
+                                Scalar::F64(b & 0x7fff_ffff_ffff_ffff)
+                            }
+                            s => s,
+                        })
+                        .collect()
                 }
                 // Heavy ties: three distinct values, specials included sometimes.
                 1 => {

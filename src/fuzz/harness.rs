@@ -80,6 +80,8 @@ pub struct KernelPaths {
     /// Row blocks the tiered compiles' clean-input specialisations computed (their input
     /// rows checked clean).
     pub clean_blocks: usize,
+    /// Row blocks the specialisations for clean inputs with clear sign bits computed.
+    pub nonneg_blocks: usize,
     /// Row blocks that met an unclean input row in a specialisation and were computed
     /// again by the general kernel.
     pub clean_blocks_aborted: usize,
@@ -167,6 +169,7 @@ impl Executor for Fused {
             carrying_values: self.before.carrying_values + st.kernels_carrying_values,
             edge_vectors: self.before.edge_vectors + st.kernels_with_edge_vectors,
             clean_blocks: self.before.clean_blocks + tiered.clean_blocks,
+            nonneg_blocks: self.before.nonneg_blocks + tiered.nonneg_blocks,
             clean_blocks_aborted: self.before.clean_blocks_aborted + tiered.clean_blocks_aborted,
         }
     }

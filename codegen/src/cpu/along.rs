@@ -65,6 +65,7 @@ fn step(
         fault,
         raw_nan: false,
         sign_clear: false,
+        int_picks: false,
     };
     let mut a = Val::plain(d, acc);
     let mut v = Val::plain(d, x);
@@ -89,6 +90,7 @@ pub(crate) fn build_fold(
         fault,
         raw_nan: false,
         sign_clear: false,
+        int_picks: false,
     }
     .ty(d);
     let i64t = types::I64;
@@ -171,6 +173,7 @@ pub(crate) fn build_combine(
         fault,
         raw_nan: false,
         sign_clear: false,
+        int_picks: false,
     }
     .ty(d);
     let i64t = types::I64;

@@ -135,41 +135,108 @@ pub(crate) fn specialise(kernel: &Kernel) -> Option<(Kernel, Vec<Vec<bool>>)> {
     })
 }
 
+/// How clean a run of floats is, from least to most: the specialisations a block of a
+/// kernel may run after checking its input rows (see the runtime's `stencil::Job::block`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Purity {
+    /// Some NaN, infinity or -0: only the general kernel.
+    Unclean,
+    /// Finite and not -0: the clean specialisation ([`clean_kernel`]).
+    Clean,
+    /// Finite with a clear sign bit (`+0` up to the largest finite float): also the
+    /// integer-pick specialisation ([`super::compile_nonneg`]).
+    NonNeg,
+}
+
+/// The clean specialisation ([`specialise`]) when its plain picks may be integer picks on
+/// inputs checked [`Purity::NonNeg`]: every float input is f32 (the check reads f32 rows),
+/// some min/max is a plain pick, and every clean constant (and constant border of a clean
+/// load) has a clear sign bit. Then every value a plain pick reads is finite with a clear
+/// sign bit (clean values are loads, such constants and min/max/select of clean values),
+/// and such floats order like their bits as signed integers.
+pub(crate) fn nonneg_kernel(kernel: &Kernel) -> Option<(Kernel, Vec<Vec<bool>>)> {
+    if kernel.inputs.contains(&DType::F64) {
+        return None;
+    }
+    let (k, picks) = specialise(kernel)?;
+    if !picks.iter().flatten().any(|&p| p) {
+        return None;
+    }
+    let KernelBody::Stencil { stages } = &k.body else {
+        return None;
+    };
+    let clean = clean_values(&k);
+    let negative = |s: Scalar| match s {
+        Scalar::F32(b) => b >> 31 != 0,
+        Scalar::F64(b) => b >> 63 != 0,
+        _ => false,
+    };
+    let signed_constant = stages.iter().zip(&clean).any(|(st, flags)| {
+        st.insts.iter().zip(flags).any(|(inst, &c)| {
+            c && match &inst.op {
+                Op::Const(s) => negative(*s),
+                Op::Load {
+                    border: Border::Constant(s),
+                    ..
+                } => negative(*s),
+                _ => false,
+            }
+        })
+    });
+    (!signed_constant).then_some((k, picks))
+}
+
 /// Whether every element of `xs` is clean: finite and not -0.
 pub fn clean_f32(xs: &[f32]) -> bool {
+    f32_purity(xs) >= Purity::Clean
+}
+
+/// The purity of `xs`: the least of its elements' (an empty slice is [`Purity::NonNeg`]).
+pub fn f32_purity(xs: &[f32]) -> Purity {
     #[cfg(target_arch = "x86_64")]
     if std::arch::is_x86_feature_detected!("avx2") {
         // SAFETY: the CPU supports AVX2 (checked just above), the only requirement of a
         // `#[target_feature(enable = "avx2")]` function; its body is safe code.
-        return unsafe { clean_f32_avx2(xs) };
+        return unsafe { f32_purity_avx2(xs) };
     }
-    clean_f32_any(xs)
+    f32_purity_any(xs)
 }
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
-fn clean_f32_avx2(xs: &[f32]) -> bool {
-    clean_f32_any(xs)
+fn f32_purity_avx2(xs: &[f32]) -> Purity {
+    f32_purity_any(xs)
 }
 
-/// [`clean_f32`] in portable code: two min/max reductions per element (so the compiler
+/// [`f32_purity`] in portable code: two min/max reductions per element (so the compiler
 /// vectorises it for the target features of its caller), one early exit per chunk.
 ///
 /// With `b` an element's bits, `b + 2^23` (wrapping) moves +infinity, the positive NaNs and
 /// -0 (and nothing else) to the bottom `2^23 + 1` values of the signed range, and the
 /// negative infinity and NaNs are exactly the bits from `0xff80_0000` up: so the signed
 /// minimum of the first and the unsigned maximum of the bits find every unclean element,
-/// with half the instructions of testing each case.
+/// with half the instructions of testing each case. Every element is also finite with a
+/// clear sign bit exactly when that unsigned maximum is below +infinity's `0x7f80_0000`
+/// (the sign bit would put it at `0x8000_0000` or above).
 #[inline(always)]
-fn clean_f32_any(xs: &[f32]) -> bool {
+fn f32_purity_any(xs: &[f32]) -> Purity {
     const EXP_ONE: u32 = 1 << 23;
-    xs.chunks(1024).all(|c| {
+    let mut purity = Purity::NonNeg;
+    for c in xs.chunks(1024) {
         let (lo, hi) = c.iter().fold((i32::MAX, 0u32), |(lo, hi), x| {
             let b = x.to_bits();
             (lo.min(b.wrapping_add(EXP_ONE) as i32), hi.max(b))
         });
-        lo > i32::MIN + EXP_ONE as i32 && hi < 0xff80_0000
-    })
+        let p = if hi < 0x7f80_0000 {
+            Purity::NonNeg
+        } else if lo > i32::MIN + EXP_ONE as i32 && hi < 0xff80_0000 {
+            Purity::Clean
+        } else {
+            return Purity::Unclean;
+        };
+        purity = purity.min(p);
+    }
+    purity
 }
 
 /// Whether every element of `xs` is clean: finite and not -0 (the same reductions as
@@ -193,6 +260,18 @@ mod tests {
     fn clean32(b: u32) -> bool {
         let x = f32::from_bits(b);
         x.is_finite() && b != 0x8000_0000
+    }
+
+    /// The definition of each purity.
+    fn purity32(b: u32) -> Purity {
+        let x = f32::from_bits(b);
+        if x.is_finite() && b >> 31 == 0 {
+            Purity::NonNeg
+        } else if clean32(b) {
+            Purity::Clean
+        } else {
+            Purity::Unclean
+        }
     }
 
     fn clean64(b: u64) -> bool {
@@ -228,13 +307,25 @@ mod tests {
         for b in patterns32() {
             // Alone, and at every position of a longer slice (vector lanes, tail).
             assert_eq!(clean_f32(&[f32::from_bits(b)]), clean32(b), "{b:#x}");
+            assert_eq!(f32_purity(&[f32::from_bits(b)]), purity32(b), "{b:#x}");
             for at in [0, 3, 8, 17, 1030] {
                 let mut xs: Vec<f32> = (0..1100).map(|i| base[i % base.len()]).collect();
                 xs[at] = f32::from_bits(b);
                 assert_eq!(clean_f32(&xs), clean32(b), "{b:#x} at {at}");
+                // Among non-negative values, the element decides; among signed ones, at
+                // most clean.
+                let mut pos: Vec<f32> = xs.iter().map(|x| x.abs()).collect();
+                pos[at] = f32::from_bits(b);
+                assert_eq!(f32_purity(&pos), purity32(b), "{b:#x} at {at}");
+                assert_eq!(
+                    f32_purity(&xs),
+                    purity32(b).min(Purity::Clean),
+                    "{b:#x} at {at}"
+                );
             }
         }
         assert!(clean_f32(&[]));
+        assert_eq!(f32_purity(&[]), Purity::NonNeg);
     }
 
     #[test]

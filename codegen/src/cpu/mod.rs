@@ -18,7 +18,7 @@ mod rowfn;
 mod shift;
 mod values;
 
-pub use clean::{clean_f32, clean_f64, clean_kernel};
+pub use clean::{clean_f32, clean_f64, clean_kernel, f32_purity, Purity};
 pub use shift::STEP_CODE_BUDGET;
 
 use std::fmt::Write as _;
@@ -165,6 +165,9 @@ pub struct CpuKernel {
     /// The same kernel specialised for clean inputs (no NaN, infinity or -0; see
     /// [`clean_kernel`]), when compiled: the runtime runs it after checking the inputs.
     pub clean: Option<Box<CpuKernel>>,
+    /// The same kernel specialised for clean inputs with clear sign bits (see
+    /// [`compile_nonneg`]), when compiled: the runtime runs it after checking the inputs.
+    pub nonneg: Option<Box<CpuKernel>>,
     /// What each stage's row function does (for [`CpuKernel::describe`]).
     notes: Vec<String>,
     /// The JIT module that owns the code (freed on drop).
@@ -204,7 +207,7 @@ impl CpuKernel {
 /// `available_parallelism()` threads, each into a JIT module of its own, biggest stages
 /// first, each to the least loaded thread.
 pub fn compile(kernel: &Kernel, options: &CompileOptions) -> Result<CpuKernel, CodegenError> {
-    compile_with(kernel, options, None)
+    compile_with(kernel, options, None, false)
 }
 
 /// Compiles the specialisation of `kernel` for clean inputs ([`clean_kernel`]), in which
@@ -217,13 +220,29 @@ pub fn compile_clean(
     let Some((ck, picks)) = clean::specialise(kernel) else {
         return Ok(None);
     };
-    compile_with(&ck, options, Some(&picks)).map(Some)
+    compile_with(&ck, options, Some(&picks), false).map(Some)
+}
+
+/// Compiles the specialisation of `kernel` for clean inputs whose every float is finite with
+/// a clear sign bit (`+0` up to the largest finite float; see [`clean::nonneg_kernel`]):
+/// the clean specialisation with its plain picks of f32 vectors as integer minima and
+/// maxima of the bits. `None` when it does not apply (no plain pick, a float input that is
+/// not f32, or a negative clean constant). Its results equal `kernel`'s only on such inputs.
+pub fn compile_nonneg(
+    kernel: &Kernel,
+    options: &CompileOptions,
+) -> Result<Option<CpuKernel>, CodegenError> {
+    let Some((ck, picks)) = clean::nonneg_kernel(kernel) else {
+        return Ok(None);
+    };
+    compile_with(&ck, options, Some(&picks), true).map(Some)
 }
 
 fn compile_with(
     kernel: &Kernel,
     options: &CompileOptions,
     plain_picks: Option<&[Vec<bool>]>,
+    int_picks: bool,
 ) -> Result<CpuKernel, CodegenError> {
     let t0 = Instant::now();
     let fault = options.fault;
@@ -243,6 +262,7 @@ fn compile_with(
                         i,
                         options,
                         plain_picks.and_then(|p| p.get(i)).map(|p| p.as_slice()),
+                        int_picks,
                     )
                 })
                 .collect::<Result<Vec<_>, _>>()?;
@@ -399,6 +419,7 @@ fn compile_with(
         edge_vector_stages: edge_stages,
         step_capped,
         clean: None,
+        nonneg: None,
         notes,
         _code: jit::CodeOwner::new(modules),
     })

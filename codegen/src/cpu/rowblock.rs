@@ -55,6 +55,8 @@ pub(crate) struct RowWindow {
     pub(crate) base: usize,
     /// Every pick is a plain pick (the clean-input specialisation).
     pub(crate) plain: bool,
+    /// Plain picks of f32 vectors are integer picks (see `Em::int_picks`).
+    pub(crate) int_picks: bool,
 }
 
 /// Recognises a row window: the stage's value is a float min (or max) whose operands,
@@ -68,6 +70,7 @@ pub(crate) fn detect(
     slots: &[RowSlot],
     slot_of: &[Option<usize>],
     plain_pick: &[bool],
+    int_picks: bool,
     fault: Option<Fault>,
 ) -> Option<RowWindow> {
     if fault == Some(Fault::SwapComparator) || stage.dtype() != DType::F32 {
@@ -137,6 +140,7 @@ pub(crate) fn detect(
         slots: dys.into_iter().map(|(s, dy)| (s, dy - lo)).collect(),
         base,
         plain,
+        int_picks: int_picks && plain,
     })
 }
 
@@ -260,6 +264,7 @@ pub(crate) fn emit(
         fault,
         raw_nan: false,
         sign_clear: false,
+        int_picks: w.int_picks,
     };
     block_step(&mut em, w, sp, rs, dp, a.out_row_step);
     let b = em.b;

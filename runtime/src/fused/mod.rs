@@ -55,8 +55,11 @@ pub struct EngineStats {
     /// Stencil row blocks computed by a kernel's clean-input specialisation after their
     /// input rows checked clean.
     pub clean_blocks: usize,
-    /// Stencil row blocks that met an unclean input row partway through the specialisation
-    /// and were computed again by the general kernel.
+    /// Stencil row blocks computed by a kernel's specialisation for clean inputs with clear
+    /// sign bits (integer picks; `cpu::compile_nonneg`) after their input rows checked so.
+    pub nonneg_blocks: usize,
+    /// Stencil row blocks that met a less clean input row partway through a specialisation
+    /// than it needs, and were computed again by a less specialised kernel.
     pub clean_blocks_aborted: usize,
 }
 
@@ -456,6 +459,7 @@ impl CompiledGraph {
             let (out, blocks) =
                 run_kernel(&kernel, &args, &root.ty.shape, scratch_budget, reuse, plans)?;
             clean_blocks.clean += blocks.clean;
+            clean_blocks.nonneg += blocks.nonneg;
             clean_blocks.aborted += blocks.aborted;
             values.insert(group.root, out);
             for &i in &group.inputs {
@@ -505,6 +509,7 @@ impl CompiledGraph {
         if clean_blocks != stencil::CleanBlocks::default() {
             let mut st = lock(&engine.stats);
             st.clean_blocks += clean_blocks.clean;
+            st.nonneg_blocks += clean_blocks.nonneg;
             st.clean_blocks_aborted += clean_blocks.aborted;
         }
         Ok(outs)
@@ -613,13 +618,18 @@ pub(crate) fn run_kernel(
                     ))
                 }
             };
-            let clean = kernel.clean.as_ref().and_then(|c| match &c.body {
-                CpuBody::Stencil(st) => Some(&st[..]),
-                CpuBody::AlongAxis { .. } => None,
-            });
+            fn special(k: &Option<Box<CpuKernel>>) -> Option<&[kiln_codegen::cpu::CpuStage]> {
+                k.as_ref().and_then(|c| match &c.body {
+                    CpuBody::Stencil(st) => Some(&st[..]),
+                    CpuBody::AlongAxis { .. } => None,
+                })
+            }
             stencil::run(
                 stages,
-                clean,
+                stencil::Specials {
+                    clean: special(&kernel.clean),
+                    nonneg: special(&kernel.nonneg),
+                },
                 &dtypes,
                 args,
                 shape,

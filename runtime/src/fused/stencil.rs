@@ -21,10 +21,12 @@
 //! Inputs with strided rows (transposed, channels-last) are first copied to contiguous rows,
 //! so that the row functions run their vector interiors on them.
 
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
-use kiln_codegen::cpu::{clean_f32, clean_f64, CpuStage, RowSlot, SlotKind};
+use std::sync::atomic::AtomicU8;
+
+use kiln_codegen::cpu::{clean_f64, f32_purity, CpuStage, Purity, RowSlot, SlotKind};
 use kiln_codegen::kernel::Source;
 use kiln_ir::semantics::remap_index;
 use kiln_ir::{Border, DType, Scalar};
@@ -211,22 +213,44 @@ struct Job<'a> {
     nblocks: usize,
     /// Plans of earlier runs.
     plans: &'a PlanCache,
-    /// The stages specialised for clean inputs (same slots as `stages`), when a block may
-    /// use them after checking the inputs it reads (see [`Job::block`]).
-    clean: Option<&'a [CpuStage]>,
-    /// Set once a block found unclean input: later blocks skip the check.
-    unclean_seen: AtomicBool,
-    /// Blocks computed by the clean specialisation, and blocks whose check failed midway.
-    counts: [AtomicUsize; 2],
+    /// The stages specialised for clean inputs (same slots as `stages`), which a block may
+    /// use after checking the inputs it reads (see [`Job::block`]).
+    specials: Specials<'a>,
+    /// The purest specialisation later blocks try (a [`Purity`] as `u8`): lowered to what a
+    /// block's check found, so later blocks skip the forms it ruled out.
+    best: AtomicU8,
+    /// Blocks computed by the clean specialisation, by the non-negative one, and blocks
+    /// whose check failed midway.
+    counts: [AtomicUsize; 3],
+}
+
+/// A stencil kernel's specialisations for clean inputs (see `kiln_codegen::cpu::Purity`).
+#[derive(Clone, Copy, Default)]
+pub(crate) struct Specials<'a> {
+    /// For clean inputs: no NaN, infinity or -0 (`cpu::compile_clean`).
+    pub clean: Option<&'a [CpuStage]>,
+    /// For clean inputs with clear sign bits (`cpu::compile_nonneg`).
+    pub nonneg: Option<&'a [CpuStage]>,
+}
+
+fn purity_of(p: u8) -> Purity {
+    match p {
+        0 => Purity::Unclean,
+        1 => Purity::Clean,
+        _ => Purity::NonNeg,
+    }
 }
 
 /// How a run's blocks used a kernel's clean-input specialisation.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub(crate) struct CleanBlocks {
-    /// Blocks whose input rows all checked clean, computed by the specialisation.
+    /// Blocks whose input rows all checked clean, computed by the clean specialisation.
     pub clean: usize,
-    /// Blocks that found an unclean input row partway and were computed again by the
-    /// general kernel.
+    /// Blocks whose input rows all checked clean with clear sign bits, computed by that
+    /// specialisation.
+    pub nonneg: usize,
+    /// Blocks that found a less clean input row partway than their specialisation needs,
+    /// and were computed again by a less specialised kernel.
     pub aborted: usize,
 }
 
@@ -322,7 +346,7 @@ fn scalar_word(s: Scalar) -> u64 {
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn run(
     stages: &[CpuStage],
-    clean: Option<&[CpuStage]>,
+    specials: Specials,
     dtypes: &[DType],
     inputs: &[Tensor],
     shape: &[usize],
@@ -331,11 +355,15 @@ pub(crate) fn run(
     plans: &PlanCache,
 ) -> Result<(Tensor, CleanBlocks), RuntimeError> {
     validate(stages, dtypes, inputs, shape)?;
-    // The specialisation is only interchangeable with the general stages if it reads the
+    // A specialisation is only interchangeable with the general stages if it reads the
     // same rows.
-    let clean = clean.filter(|c| {
+    let same = |c: &&[CpuStage]| {
         c.len() == stages.len() && c.iter().zip(stages).all(|(a, b)| a.slots == b.slots)
-    });
+    };
+    let specials = Specials {
+        clean: specials.clean.filter(same),
+        nonneg: specials.nonneg.filter(same),
+    };
     let width = shape[shape.len() - 1];
     // Inputs whose rows are strided (transposed, channels-last) are copied to contiguous
     // rows first: the row functions then take their vector interior everywhere instead of
@@ -405,8 +433,8 @@ pub(crate) fn run(
         block,
         nblocks,
         plans,
-        clean,
-        unclean_seen: AtomicBool::new(false),
+        specials,
+        best: AtomicU8::new(Purity::NonNeg as u8),
         counts: Default::default(),
     };
     let out_dtype = dtypes[dtypes.len() - 1];
@@ -447,7 +475,8 @@ pub(crate) fn run(
     let storage = unsafe { buf.assume_init(len) };
     let counts = CleanBlocks {
         clean: job.counts[0].load(Ordering::Relaxed),
-        aborted: job.counts[1].load(Ordering::Relaxed),
+        nonneg: job.counts[1].load(Ordering::Relaxed),
+        aborted: job.counts[2].load(Ordering::Relaxed),
     };
     Ok((Tensor::from_storage(storage, shape)?, counts))
 }
@@ -749,85 +778,111 @@ impl Job<'_> {
         plan
     }
 
-    /// Whether the rows of input `n` that stage `k`'s computation of `done` rows from outer
-    /// coordinates `oc` read through its slots are clean, checking only those outside
-    /// `checked` (per input, the flat rows `[lo, hi)` this block has checked so far). A
-    /// computation of several rows reads consecutive rows through every slot (see
-    /// [`Job::try_rows`]); one of a single row, one row per slot.
+    /// Whether the rows of every input that stage `k`'s computation of `done` rows from
+    /// outer coordinates `oc` read through its slots are at least `need` pure, checking only
+    /// those outside `checked` (per input, the flat rows `[lo, hi)` this block has checked
+    /// so far): `Err` with the purity found if not. A computation of several rows reads
+    /// consecutive rows through every slot (see [`Job::try_rows`]); one of a single row, one
+    /// row per slot.
     fn read_clean(
         &self,
         k: usize,
         oc: &[usize],
         done: usize,
         checked: &mut [(usize, usize)],
-    ) -> bool {
-        self.stages[k]
-            .slots
-            .iter()
-            .all(|slot| match (&slot.kind, self.resolve(oc, slot)) {
-                (
-                    SlotKind::Row {
-                        source: Source::Input(n),
-                        ..
-                    },
-                    Target::Input { row, .. },
-                ) => self.rows_clean(*n as usize, row, row + done, &mut checked[*n as usize]),
-                _ => true,
-            })
+        need: Purity,
+    ) -> Result<(), Purity> {
+        for slot in &self.stages[k].slots {
+            if let (
+                SlotKind::Row {
+                    source: Source::Input(n),
+                    ..
+                },
+                Target::Input { row, .. },
+            ) = (&slot.kind, self.resolve(oc, slot))
+            {
+                let n = *n as usize;
+                self.rows_clean(n, row, row + done, &mut checked[n], need)?;
+            }
+        }
+        Ok(())
     }
 
-    /// Whether rows `a..b` of input `n` are clean, checking the part outside `checked`. The
-    /// interval grows while the rows read are next to it (a block's reads move forward);
-    /// rows away from it (a `wrap` border's, say) are checked on their own, and replace it
-    /// when they are at least as many.
-    fn rows_clean(&self, n: usize, a: usize, b: usize, checked: &mut (usize, usize)) -> bool {
+    /// Whether rows `a..b` of input `n` are at least `need` pure (`Err` with the purity
+    /// found if not), checking the part outside `checked`. The interval grows while the rows
+    /// read are next to it (a block's reads move forward); rows away from it (a `wrap`
+    /// border's, say) are checked on their own, and replace it when they are at least as
+    /// many.
+    fn rows_clean(
+        &self,
+        n: usize,
+        a: usize,
+        b: usize,
+        checked: &mut (usize, usize),
+        need: Purity,
+    ) -> Result<(), Purity> {
+        let pure = |r0: usize, r1: usize| {
+            let p = self.input_rows_purity(n, r0, r1);
+            if p >= need {
+                Ok(())
+            } else {
+                Err(p)
+            }
+        };
         let (lo, hi) = *checked;
         if lo < hi && a <= hi && b >= lo {
-            if a < lo && !self.input_rows_clean(n, a, lo) {
-                return false;
+            if a < lo {
+                pure(a, lo)?;
             }
-            if b > hi && !self.input_rows_clean(n, hi, b) {
-                return false;
+            if b > hi {
+                pure(hi, b)?;
             }
             *checked = (lo.min(a), hi.max(b));
-            return true;
+            return Ok(());
         }
-        if !self.input_rows_clean(n, a, b) {
-            return false;
-        }
+        pure(a, b)?;
         if b - a >= hi - lo {
             *checked = (a, b);
         }
-        true
+        Ok(())
     }
 
-    /// Whether rows `r0..r1` (flat, in the kernel's shape) of input `n` are clean: no NaN,
-    /// infinity or -0 among their floats (see `kiln_codegen::cpu::clean_kernel`).
-    fn input_rows_clean(&self, n: usize, r0: usize, r1: usize) -> bool {
+    /// The purity of rows `r0..r1` (flat, in the kernel's shape) of input `n`: the least of
+    /// their floats' (see `kiln_codegen::cpu::Purity`; f64 rows are at most clean, rows
+    /// without floats are pure).
+    fn input_rows_purity(&self, n: usize, r0: usize, r1: usize) -> Purity {
         let t = &self.inputs[n];
         let w = self.width;
-        let clean = |at: usize, len: usize| match &**t.storage() {
-            Storage::F32(v) => v.get(at..at + len).is_some_and(clean_f32),
-            Storage::F64(v) => v.get(at..at + len).is_some_and(clean_f64),
-            _ => true,
+        let purity = |at: usize, len: usize| match &**t.storage() {
+            Storage::F32(v) => v.get(at..at + len).map_or(Purity::Unclean, f32_purity),
+            Storage::F64(v) => match v.get(at..at + len).is_some_and(clean_f64) {
+                true => Purity::Clean,
+                false => Purity::Unclean,
+            },
+            _ => Purity::NonNeg,
         };
         if t.is_contiguous() {
-            return clean(t.offset() + r0 * w, (r1 - r0) * w);
+            return purity(t.offset() + r0 * w, (r1 - r0) * w);
         }
         let outer = self.shape.len() - 1;
         if w > 1 && t.strides()[outer] != 1 {
-            return false;
+            return Purity::Unclean;
         }
         let mut oc = vec![0usize; outer];
-        (r0..r1).all(|r| {
+        let mut least = Purity::NonNeg;
+        for r in r0..r1 {
             self.decode(r, &mut oc);
             let at = oc
                 .iter()
                 .zip(t.strides())
                 .map(|(c, s)| c * s)
                 .sum::<usize>();
-            clean(t.offset() + at, w)
-        })
+            least = least.min(purity(t.offset() + at, w));
+            if least == Purity::Unclean {
+                break;
+            }
+        }
+        least
     }
 
     /// Computes rows `r0..r1` of the last stage (and what it needs of earlier stages).
@@ -848,8 +903,10 @@ impl Job<'_> {
     /// give the same bits on clean inputs, so which one computed a block changes its speed
     /// only. (On unclean inputs the specialisation computes other values, but no worse:
     /// its code is the general kernel's with NaN tests folded and min/max plain, and
-    /// neither can fault or address memory by value.) Once a block found unclean input,
-    /// later blocks go straight to the general kernel.
+    /// neither can fault or address memory by value.) A kernel with a form for clean inputs
+    /// with clear sign bits tries that first, the same way; a block that finds its input
+    /// less pure falls back to the purest form its check allows, and later blocks start
+    /// there.
     fn block(
         &self,
         r0: usize,
@@ -857,33 +914,45 @@ impl Job<'_> {
         out: OutPtr,
         pool: &mut Vec<Scratch>,
     ) -> Result<(), RuntimeError> {
-        if let Some(clean) = self.clean {
-            if !self.unclean_seen.load(Ordering::Relaxed) {
-                if self.block_with(clean, true, r0, r1, out, pool)? {
-                    self.counts[0].fetch_add(1, Ordering::Relaxed);
+        let forms = [
+            (Purity::NonNeg, self.specials.nonneg, 1),
+            (Purity::Clean, self.specials.clean, 0),
+        ];
+        for (need, code, count) in forms {
+            let Some(code) = code else { continue };
+            if purity_of(self.best.load(Ordering::Relaxed)) < need {
+                continue;
+            }
+            match self.block_with(code, Some(need), r0, r1, out, pool)? {
+                Ok(()) => {
+                    self.counts[count].fetch_add(1, Ordering::Relaxed);
                     return Ok(());
                 }
-                self.unclean_seen.store(true, Ordering::Relaxed);
-                self.counts[1].fetch_add(1, Ordering::Relaxed);
+                Err(found) => {
+                    self.best.fetch_min(found as u8, Ordering::Relaxed);
+                    self.counts[2].fetch_add(1, Ordering::Relaxed);
+                }
             }
         }
-        self.block_with(self.stages, false, r0, r1, out, pool)
-            .map(|_| ())
+        // Unchecked, the general kernel always completes the block.
+        self.block_with(self.stages, None, r0, r1, out, pool)
+            .map(|_complete| ())
     }
 
-    /// [`Job::block`] with the row functions of `code` (the kernel's stages or their
-    /// clean-input form); with `check`, checks the input rows each computation read and
-    /// returns `false` at the first unclean one, leaving the block partly
-    /// written (with values the general kernel must replace).
+    /// [`Job::block`] with the row functions of `code` (the kernel's stages or a
+    /// specialisation); with `check`, checks that the input rows each computation read are
+    /// at least that pure, and returns `Err` with the purity found at the first that is
+    /// not, leaving the block partly written (with values a less specialised kernel must
+    /// replace).
     fn block_with(
         &self,
         code: &[CpuStage],
-        check: bool,
+        check: Option<Purity>,
         r0: usize,
         r1: usize,
         out: OutPtr,
         pool: &mut Vec<Scratch>,
-    ) -> Result<bool, RuntimeError> {
+    ) -> Result<Result<(), Purity>, RuntimeError> {
         let last = self.stages.len() - 1;
         let chunk = if last == 0 {
             r1 - r0
@@ -913,7 +982,7 @@ impl Job<'_> {
             })
             .collect();
         let cap = |k: usize, n: usize| -> usize {
-            if check && reads_inputs[k] {
+            if check.is_some() && reads_inputs[k] {
                 n.min(check_rows)
             } else {
                 n
@@ -985,8 +1054,10 @@ impl Job<'_> {
                             );
                         }
                     }
-                    if check && !self.read_clean(k, &oc, done, &mut checked) {
-                        return Ok(false);
+                    if let Some(need) = check {
+                        if let Err(found) = self.read_clean(k, &oc, done, &mut checked, need) {
+                            return Ok(Err(found));
+                        }
                     }
                     q += done;
                 }
@@ -997,10 +1068,10 @@ impl Job<'_> {
             // calls (see `replay_planes`), and the rows before and after them row by row
             // here.
             let (ra, rb) = if last == 0 {
-                let checked = check.then_some(&mut checked[..]);
+                let checked = check.map(|need| (&mut checked[..], need));
                 match self.replay_planes(code, o0, o1, out, &mut bufs, checked) {
-                    Some(range) => range,
-                    None => return Ok(false),
+                    Ok(range) => range,
+                    Err(found) => return Ok(Err(found)),
                 }
             } else {
                 (o1, o1)
@@ -1015,14 +1086,16 @@ impl Job<'_> {
                     let n = cap(last, self.run_len(last, &oc, to - row));
                     let done =
                         self.compute_rows(code, last, &oc, n, dst, &plan, scratch, &mut bufs)?;
-                    if check && !self.read_clean(last, &oc, done, &mut checked) {
-                        return Ok(false);
+                    if let Some(need) = check {
+                        if let Err(found) = self.read_clean(last, &oc, done, &mut checked, need) {
+                            return Ok(Err(found));
+                        }
                     }
                     row += done;
                 }
             }
         }
-        Ok(true)
+        Ok(Ok(()))
     }
 
     /// Computes the whole planes among rows `r0..r1` of a single-stage kernel over
@@ -1042,10 +1115,10 @@ impl Job<'_> {
         r1: usize,
         out: OutPtr,
         bufs: &mut RunBufs,
-        mut checked: Option<&mut [(usize, usize)]>,
-    ) -> Option<(usize, usize)> {
+        mut checked: Option<(&mut [(usize, usize)], Purity)>,
+    ) -> Result<(usize, usize), Purity> {
         let stage = &code[0];
-        let none = Some((r1, r1));
+        let none = Ok((r1, r1));
         let reads_stage = stage.slots.iter().any(|slot| {
             matches!(
                 slot.kind,
@@ -1150,15 +1223,13 @@ impl Job<'_> {
             }
             // A plane's calls read that plane's rows only (the batch and channel are never
             // remapped): check them all.
-            if let Some(checked) = checked.as_deref_mut() {
+            if let Some((checked, need)) = checked.as_mut() {
                 for (n, iv) in checked.iter_mut().enumerate() {
-                    if !self.rows_clean(n, p * h, (p + 1) * h, iv) {
-                        return None;
-                    }
+                    self.rows_clean(n, p * h, (p + 1) * h, iv, *need)?;
                 }
             }
         }
-        Some((p0 * h, p1 * h))
+        Ok((p0 * h, p1 * h))
     }
 
     /// Computes stage `j`'s rows from the row at outer coordinates `oc` into `dst`: up to `n`
@@ -1564,7 +1635,7 @@ mod tests {
                     let runs0 = RUNS.load(std::sync::atomic::Ordering::Relaxed);
                     let got = run(
                         &one,
-                        None,
+                        Specials::default(),
                         &[DType::F32],
                         std::slice::from_ref(&t),
                         &[1, 1, h, w],
@@ -1617,7 +1688,7 @@ mod tests {
                             let mut outs = (0..2).map(|_| {
                                 run(
                                     &chain,
-                                    None,
+                                    Specials::default(),
                                     &vec![DType::F32; n],
                                     std::slice::from_ref(&t),
                                     &[1, 1, h, w],
@@ -1694,7 +1765,7 @@ mod tests {
                 let go = |cache: &PlanCache| {
                     run(
                         &stages,
-                        None,
+                        Specials::default(),
                         &dtypes,
                         std::slice::from_ref(&t),
                         &[1, 1, h, w],
@@ -1767,7 +1838,10 @@ mod tests {
                     let (got, counts) = crate::inline::run(|| {
                         run(
                             &general,
-                            Some(&clean),
+                            Specials {
+                                clean: Some(&clean),
+                                nonneg: None,
+                            },
                             &[DType::F32],
                             std::slice::from_ref(&t),
                             &[b, c, h, w],
@@ -1783,6 +1857,7 @@ mod tests {
                     });
                     let want_counts = CleanBlocks {
                         clean: first,
+                        nonneg: 0,
                         aborted: usize::from(first < nblocks),
                     };
                     let case = format!("{b}x{c}x{h}: {bad_row:?} {bad}");
@@ -1799,6 +1874,108 @@ mod tests {
                                 panic!("not f32")
                             };
                             assert_eq!(g, want.to_bits(), "{case}: row {y} column {col}");
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// A second stand-in: `sum3` plus 2000.
+    unsafe extern "C" fn sum3_marked_more(
+        rows: *const *const u8,
+        strides: *const i64,
+        out: *mut u8,
+        out_stride: i64,
+        width: i64,
+    ) {
+        // SAFETY: the caller's contract is `sum3`'s.
+        unsafe { sum3_marked(rows, strides, out, out_stride, width) };
+        for x in 0..width as isize {
+            // SAFETY: `out` has `width` elements with stride `out_stride`, written above.
+            unsafe { *(out as *mut f32).offset(x * out_stride as isize) += 1000.0 };
+        }
+    }
+
+    /// With a form for clean inputs with clear sign bits and one for clean inputs, blocks
+    /// run the first until one reads a negative row (then that block and later ones run the
+    /// clean form) or an unclean one (then the general kernel): one aborted block either
+    /// way, and every block's rows come from the form its count says.
+    #[test]
+    fn blocks_use_the_purest_form_their_rows_allow() {
+        let w = 7usize;
+        let general = [CpuStage {
+            slots: vertical(Source::Input(0), Border::Wrap, 4),
+            func: sum3,
+            rows: Some(sum3_rows),
+        }];
+        let form = |func| {
+            [CpuStage {
+                slots: general[0].slots.clone(),
+                func,
+                rows: None,
+            }]
+        };
+        let (clean, nonneg) = (form(sum3_marked), form(sum3_marked_more));
+        for (b, c, h) in [(1usize, 1usize, 128usize), (4, 4, 8)] {
+            let rows = b * c * h;
+            let block = rows
+                .div_ceil(rayon::current_num_threads().max(1) * 4)
+                .clamp(16, 1024);
+            let nblocks = rows.div_ceil(block);
+            let source = |y: usize, d: usize| (y / h) * h + (y % h + d) % h;
+            let reads = |y: usize, r: usize| [h - 3, 0, 3].iter().any(|&d| source(y, d) == r);
+            for bad_row in [None, Some(0), Some(70), Some(rows - 2)] {
+                // (value, whether the clean form may still run)
+                for (bad, clean_ok) in [(-1.5f32, true), (f32::NAN, false), (-0.0, false)] {
+                    let mut x = data(rows * w);
+                    if let Some(r) = bad_row {
+                        x[r * w + 2] = bad;
+                    }
+                    let t = Tensor::from_f32(x.clone(), &[b, c, h, w]).unwrap();
+                    let (got, counts) = crate::inline::run(|| {
+                        run(
+                            &general,
+                            Specials {
+                                clean: Some(&clean),
+                                nonneg: Some(&nonneg),
+                            },
+                            &[DType::F32],
+                            std::slice::from_ref(&t),
+                            &[b, c, h, w],
+                            SCRATCH_BUDGET,
+                            None,
+                            &PlanCache::default(),
+                        )
+                    })
+                    .unwrap();
+                    let first = bad_row.map_or(nblocks, |r| {
+                        (0..rows).find(|&y| reads(y, r)).unwrap() / block
+                    });
+                    let rest = nblocks - first;
+                    let want_counts = CleanBlocks {
+                        clean: if clean_ok { rest } else { 0 },
+                        nonneg: first,
+                        aborted: usize::from(rest > 0),
+                    };
+                    let case = format!("{b}x{c}x{h}: {bad_row:?} {bad}");
+                    assert_eq!(counts, want_counts, "{case}");
+                    let got = got.to_scalars();
+                    for y in 0..rows {
+                        for col in 0..w {
+                            let sum = [h - 3, 0, 3]
+                                .iter()
+                                .map(|&d| x[source(y, d) * w + col])
+                                .fold(0.0f32, |a, v| a + v);
+                            let mark = match (y / block < first, clean_ok) {
+                                (true, _) => 2000.0,
+                                (false, true) => 1000.0,
+                                (false, false) => 0.0,
+                            };
+                            let Scalar::F32(g) = got[y * w + col] else {
+                                panic!("not f32")
+                            };
+                            assert_eq!(g, (sum + mark).to_bits(), "{case}: row {y} column {col}");
                         }
                     }
                 }
@@ -1837,7 +2014,7 @@ mod tests {
                     for input in [&t, &tc] {
                         let got = run(
                             &one,
-                            None,
+                            Specials::default(),
                             &[DType::F32],
                             std::slice::from_ref(input),
                             &[b, c, h, w],
@@ -1884,7 +2061,7 @@ mod tests {
         }];
         let a = run(
             &one,
-            None,
+            Specials::default(),
             &[DType::F32],
             &[t],
             &[1, 1, h, w],
@@ -1896,7 +2073,7 @@ mod tests {
         .0;
         let b = run(
             &one,
-            None,
+            Specials::default(),
             &[DType::F32],
             &[tt],
             &[1, 1, h, w],
@@ -1919,7 +2096,7 @@ mod tests {
         }];
         assert!(run(
             &wrong_stage,
-            None,
+            Specials::default(),
             &[DType::F32],
             std::slice::from_ref(&t),
             &[1, 1, 2, 2],
@@ -1935,7 +2112,7 @@ mod tests {
         }];
         assert!(run(
             &wrong_input,
-            None,
+            Specials::default(),
             &[DType::F32],
             std::slice::from_ref(&t),
             &[1, 1, 2, 2],
@@ -1951,7 +2128,7 @@ mod tests {
         }];
         assert!(run(
             &wrong_shape,
-            None,
+            Specials::default(),
             &[DType::F32],
             &[t],
             &[1, 1, 2, 3],

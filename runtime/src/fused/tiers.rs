@@ -63,6 +63,12 @@ impl Upgrade {
                         .ok()
                         .flatten()
                         .map(Box::new);
+                    if k.clean.is_some() && !options.no_integer_picks {
+                        k.nonneg = cpu::compile_nonneg(&kernel, &options)
+                            .ok()
+                            .flatten()
+                            .map(Box::new);
+                    }
                     Some(Arc::new(k))
                 })
                 .ok()
