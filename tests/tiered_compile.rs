@@ -28,7 +28,7 @@ fn steps(describe: &str) -> Option<&str> {
 }
 
 #[test]
-fn capped_kernels_are_recompiled_with_bigger_steps_and_give_the_same_bits() {
+fn capped_kernels_are_recompiled_in_the_background_and_give_the_same_bits() {
     let shape = [1, 2, 19, 45];
     let g = median(5, &shape);
     let engine = Engine::new();
@@ -65,13 +65,15 @@ fn capped_kernels_are_recompiled_with_bigger_steps_and_give_the_same_bits() {
         better
     ));
     let second = better.describe();
+    // The first compile keeps the big stage's code small; the second carries values
+    // between steps (see `cpu::shift`).
     assert_ne!(steps(&first), steps(&second), "{first}\n{second}");
     assert!(
-        steps(&first).is_some_and(|s| s.starts_with("2 vectors")),
+        steps(&first).is_some_and(|s| s.starts_with("2 vectors") && !s.contains("carried")),
         "{first}"
     );
     assert!(
-        steps(&second).is_some_and(|s| s.starts_with("4 vectors")),
+        steps(&second).is_some_and(|s| s.starts_with("2 vectors") && s.contains("carried")),
         "{second}"
     );
     for (x, w) in inputs.iter().zip(&want) {

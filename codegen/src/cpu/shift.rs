@@ -250,10 +250,15 @@ pub(crate) fn plan(
     // multiplies the code Cranelift compiles); a bigger step must save at least 5% to be
     // taken. With carried values (see [`carry`]) no vector is computed twice, so every size
     // emits about the same work per vector and the loop control decides; steps start at
-    // [`ONE_VECTOR_LOOP_MIN_BLOCKS`] when the budget allows (leftover columns then run as
-    // vectors, and edge vectors are possible). For the 5x5 median at 2048², one thread, 8
-    // vectors per step took 13.9–14.0 ms against 13.0–13.4 ms for 4 (and 13.1 for 2).
-    let min_blocks = if carry_values && ONE_VECTOR_LOOP_MIN_BLOCKS * n <= budget {
+    // [`ONE_VECTOR_LOOP_MIN_BLOCKS`] when the budget allows and the stage is small enough
+    // for edge vectors (leftover columns then run as vectors, and the row's ends as edge
+    // vectors). For the 5x5 median (too big for edge vectors) at 2048², one thread, with
+    // integer picks, 2 vectors per step took 9.8–9.9 ms against 10.5–10.7 ms for 4 and
+    // 11.0–11.6 ms for 8 (with float picks 13.1, 13.0–13.4 and 13.9–14.0 ms).
+    let min_blocks = if carry_values
+        && ONE_VECTOR_LOOP_MIN_BLOCKS * n <= budget
+        && n <= super::rowfn::EDGE_SHARED_MAX_INSTS
+    {
         ONE_VECTOR_LOOP_MIN_BLOCKS
     } else {
         STEP_CHOICES[0]
