@@ -83,6 +83,12 @@ pub fn run(a: DumpArgs) -> Result<ExitCode, CliError> {
                 clean.describe()
             );
         }
+        if let Some(nonneg) = kiln::codegen::cpu::compile_nonneg(&kernel, &options)? {
+            println!(
+                "== kernel {i} CPU plan for clean inputs with clear sign bits (integer picks)\n{}",
+                nonneg.describe()
+            );
+        }
         if a.ptx {
             let target = kiln::codegen::ptx::PtxTarget {
                 sm: a.sm,
