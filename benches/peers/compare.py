@@ -505,7 +505,8 @@ def print_table(meta, results, markdown):
           "kiln* = kiln writing into its previous outputs (run_into), kiln*/floor* = that / the copy "
           "floor into a reused buffer, kiln*/best* = that / the fastest peer writing into a reused "
           "buffer (opencv* = OpenCV with the same `dst` every call); compile ms = until the kernels "
-          "run, + the background compile of tiered kernels (timed after it landed), each the "
+          "run, + the background compile of tiered kernels (bigger steps and the clean-input "
+          "forms, Cranelift time), each the "
           "median of 5 compiles with fresh engines.")
     if markdown:
         print()

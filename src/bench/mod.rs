@@ -395,7 +395,7 @@ pub fn run_workload(w: &Workload, threads: usize, opts: &BenchOptions) -> (Bench
                 .upgrades
                 .iter()
                 .flatten()
-                .filter_map(|u| u.get().map(|k| k.compile_ms))
+                .filter_map(|u| u.get().map(|k| k.compile_ms_with_forms()))
                 .collect();
             if !upgraded.is_empty() {
                 upgrade_samples.push(upgraded.iter().sum());

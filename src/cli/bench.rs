@@ -333,8 +333,8 @@ pub fn run(a: BenchArgs) -> Result<ExitCode, CliError> {
              bytes into a fresh output-sized buffer (floor*: into a reused one), same threads; \
              /floor = median / floor; kiln*: fused run into the previous call's outputs \
              (run_into), /floor* = kiln* / floor*; compile: ms until the kernels run, median of 5 \
-             compiles with fresh engines (+ ms of the background compile with bigger vector \
-             steps, for tiered kernels, timed after it landed, median); peak+: peak RSS \
+             compiles with fresh engines (+ ms of the background compile, for tiered kernels: \
+             bigger vector steps and the clean-input specialisations, in Cranelift, median); peak+: peak RSS \
              above the level before the first run (MiB)"
         );
     }

@@ -175,6 +175,16 @@ pub struct CpuKernel {
 }
 
 impl CpuKernel {
+    /// Milliseconds spent in Cranelift for this kernel and the specialisations attached to
+    /// it ([`CpuKernel::clean`], [`CpuKernel::nonneg`]).
+    pub fn compile_ms_with_forms(&self) -> f64 {
+        self.compile_ms
+            + [&self.clean, &self.nonneg]
+                .iter()
+                .filter_map(|k| k.as_ref().map(|k| k.compile_ms_with_forms()))
+                .sum::<f64>()
+    }
+
     /// A short human-readable summary: slots per stage and whether its interior is
     /// vectorised.
     pub fn describe(&self) -> String {
