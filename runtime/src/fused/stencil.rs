@@ -1803,84 +1803,6 @@ mod tests {
         }
     }
 
-    #[test]
-    fn blocks_use_the_clean_form_until_one_reads_an_unclean_row() {
-        let w = 7usize;
-        let general = [CpuStage {
-            slots: vertical(Source::Input(0), Border::Wrap, 4),
-            func: sum3,
-            rows: Some(sum3_rows),
-        }];
-        let clean = [CpuStage {
-            slots: general[0].slots.clone(),
-            func: sum3_marked,
-            rows: None,
-        }];
-        // One plane of 128 rows (the row loop), and 16 planes of 8 (whole planes replayed,
-        // see `replay_planes`).
-        for (b, c, h) in [(1usize, 1usize, 128usize), (4, 4, 8)] {
-            let rows = b * c * h;
-            // The blocks `run` makes; on one thread they go in order.
-            let block = rows
-                .div_ceil(rayon::current_num_threads().max(1) * 4)
-                .clamp(16, 1024);
-            let nblocks = rows.div_ceil(block);
-            // Output row `y` reads rows `y - 3`, `y` and `y + 3` of its plane, wrapped.
-            let source = |y: usize, d: usize| (y / h) * h + (y % h + d) % h;
-            let reads = |y: usize, r: usize| [h - 3, 0, 3].iter().any(|&d| source(y, d) == r);
-            for bad_row in [None, Some(0), Some(rows - 1), Some(70), Some(rows - 2)] {
-                for bad in [f32::NAN, f32::NEG_INFINITY, -0.0] {
-                    let mut x = data(rows * w);
-                    if let Some(r) = bad_row {
-                        x[r * w + 2] = bad;
-                    }
-                    let t = Tensor::from_f32(x.clone(), &[b, c, h, w]).unwrap();
-                    let (got, counts) = crate::inline::run(|| {
-                        run(
-                            &general,
-                            Specials {
-                                clean: Some(&clean),
-                                nonneg: None,
-                            },
-                            &[DType::F32],
-                            std::slice::from_ref(&t),
-                            &[b, c, h, w],
-                            SCRATCH_BUDGET,
-                            None,
-                            &PlanCache::default(),
-                        )
-                    })
-                    .unwrap();
-                    // The first block that reads the row, and every one after it, is general.
-                    let first = bad_row.map_or(nblocks, |r| {
-                        (0..rows).find(|&y| reads(y, r)).unwrap() / block
-                    });
-                    let want_counts = CleanBlocks {
-                        clean: first,
-                        nonneg: 0,
-                        aborted: usize::from(first < nblocks),
-                    };
-                    let case = format!("{b}x{c}x{h}: {bad_row:?} {bad}");
-                    assert_eq!(counts, want_counts, "{case}");
-                    let got = got.to_scalars();
-                    for y in 0..rows {
-                        for col in 0..w {
-                            let sum = [h - 3, 0, 3]
-                                .iter()
-                                .map(|&d| x[source(y, d) * w + col])
-                                .fold(0.0f32, |a, v| a + v);
-                            let want = if y / block < first { sum + 1000.0 } else { sum };
-                            let Scalar::F32(g) = got[y * w + col] else {
-                                panic!("not f32")
-                            };
-                            assert_eq!(g, want.to_bits(), "{case}: row {y} column {col}");
-                        }
-                    }
-                }
-            }
-        }
-    }
-
     /// A second stand-in: `sum3` plus 2000.
     unsafe extern "C" fn sum3_marked_more(
         rows: *const *const u8,
@@ -1897,10 +1819,14 @@ mod tests {
         }
     }
 
-    /// With a form for clean inputs with clear sign bits and one for clean inputs, blocks
-    /// run the first until one reads a negative row (then that block and later ones run the
-    /// clean form) or an unclean one (then the general kernel): one aborted block either
-    /// way, and every block's rows come from the form its count says.
+    /// Blocks run a kernel's purest form their input rows allow. With only a clean form:
+    /// the clean form until a block reads an unclean row (a NaN, an infinity, -0), then
+    /// the general kernel for it and every later block; a negative row is clean. With a
+    /// form for clean inputs with clear sign bits too: that form until a block reads a
+    /// negative row (then the clean form) or an unclean one (then the general kernel). One
+    /// aborted block either way, and every block's rows come from the form its count says
+    /// (each stand-in adds its own mark). Both the row loop (one plane of 128 rows) and
+    /// replayed planes (16 planes of 8, see `replay_planes`).
     #[test]
     fn blocks_use_the_purest_form_their_rows_allow() {
         let w = 7usize;
@@ -1917,65 +1843,91 @@ mod tests {
             }]
         };
         let (clean, nonneg) = (form(sum3_marked), form(sum3_marked_more));
-        for (b, c, h) in [(1usize, 1usize, 128usize), (4, 4, 8)] {
-            let rows = b * c * h;
-            let block = rows
-                .div_ceil(rayon::current_num_threads().max(1) * 4)
-                .clamp(16, 1024);
-            let nblocks = rows.div_ceil(block);
-            let source = |y: usize, d: usize| (y / h) * h + (y % h + d) % h;
-            let reads = |y: usize, r: usize| [h - 3, 0, 3].iter().any(|&d| source(y, d) == r);
-            for bad_row in [None, Some(0), Some(70), Some(rows - 2)] {
-                // (value, whether the clean form may still run)
-                for (bad, clean_ok) in [(-1.5f32, true), (f32::NAN, false), (-0.0, false)] {
-                    let mut x = data(rows * w);
-                    if let Some(r) = bad_row {
-                        x[r * w + 2] = bad;
-                    }
-                    let t = Tensor::from_f32(x.clone(), &[b, c, h, w]).unwrap();
-                    let (got, counts) = crate::inline::run(|| {
-                        run(
-                            &general,
-                            Specials {
-                                clean: Some(&clean),
-                                nonneg: Some(&nonneg),
+        for with_nonneg in [false, true] {
+            for (b, c, h) in [(1usize, 1usize, 128usize), (4, 4, 8)] {
+                let rows = b * c * h;
+                // The blocks `run` makes; on one thread they go in order.
+                let block = rows
+                    .div_ceil(rayon::current_num_threads().max(1) * 4)
+                    .clamp(16, 1024);
+                let nblocks = rows.div_ceil(block);
+                // Output row `y` reads rows `y - 3`, `y` and `y + 3` of its plane, wrapped.
+                let source = |y: usize, d: usize| (y / h) * h + (y % h + d) % h;
+                let reads = |y: usize, r: usize| [h - 3, 0, 3].iter().any(|&d| source(y, d) == r);
+                for bad_row in [None, Some(0), Some(rows - 1), Some(70), Some(rows - 2)] {
+                    // (value, whether it is clean)
+                    let bads = [
+                        (-1.5f32, true),
+                        (f32::NAN, false),
+                        (f32::NEG_INFINITY, false),
+                        (-0.0, false),
+                    ];
+                    for (bad, clean_ok) in bads {
+                        let mut x = data(rows * w);
+                        if let Some(r) = bad_row {
+                            x[r * w + 2] = bad;
+                        }
+                        let t = Tensor::from_f32(x.clone(), &[b, c, h, w]).unwrap();
+                        let (got, counts) = crate::inline::run(|| {
+                            run(
+                                &general,
+                                Specials {
+                                    clean: Some(&clean),
+                                    nonneg: with_nonneg.then_some(&nonneg[..]),
+                                },
+                                &[DType::F32],
+                                std::slice::from_ref(&t),
+                                &[b, c, h, w],
+                                SCRATCH_BUDGET,
+                                None,
+                                &PlanCache::default(),
+                            )
+                        })
+                        .unwrap();
+                        // The first block that reads the row; the blocks from there on run the
+                        // next form down, if the row is less pure than the first form needs.
+                        let first = bad_row.map_or(nblocks, |r| {
+                            (0..rows).find(|&y| reads(y, r)).unwrap() / block
+                        });
+                        let first = if with_nonneg || !clean_ok {
+                            first
+                        } else {
+                            nblocks
+                        };
+                        let rest = nblocks - first;
+                        let (top, next) = match (with_nonneg, clean_ok) {
+                            (true, true) => (2000.0, 1000.0),
+                            (true, false) => (2000.0, 0.0),
+                            (false, _) => (1000.0, 0.0),
+                        };
+                        let want_counts = CleanBlocks {
+                            clean: if with_nonneg {
+                                rest * usize::from(clean_ok)
+                            } else {
+                                first
                             },
-                            &[DType::F32],
-                            std::slice::from_ref(&t),
-                            &[b, c, h, w],
-                            SCRATCH_BUDGET,
-                            None,
-                            &PlanCache::default(),
-                        )
-                    })
-                    .unwrap();
-                    let first = bad_row.map_or(nblocks, |r| {
-                        (0..rows).find(|&y| reads(y, r)).unwrap() / block
-                    });
-                    let rest = nblocks - first;
-                    let want_counts = CleanBlocks {
-                        clean: if clean_ok { rest } else { 0 },
-                        nonneg: first,
-                        aborted: usize::from(rest > 0),
-                    };
-                    let case = format!("{b}x{c}x{h}: {bad_row:?} {bad}");
-                    assert_eq!(counts, want_counts, "{case}");
-                    let got = got.to_scalars();
-                    for y in 0..rows {
-                        for col in 0..w {
-                            let sum = [h - 3, 0, 3]
-                                .iter()
-                                .map(|&d| x[source(y, d) * w + col])
-                                .fold(0.0f32, |a, v| a + v);
-                            let mark = match (y / block < first, clean_ok) {
-                                (true, _) => 2000.0,
-                                (false, true) => 1000.0,
-                                (false, false) => 0.0,
-                            };
-                            let Scalar::F32(g) = got[y * w + col] else {
-                                panic!("not f32")
-                            };
-                            assert_eq!(g, (sum + mark).to_bits(), "{case}: row {y} column {col}");
+                            nonneg: if with_nonneg { first } else { 0 },
+                            aborted: usize::from(rest > 0),
+                        };
+                        let case = format!("{with_nonneg} {b}x{c}x{h}: {bad_row:?} {bad}");
+                        assert_eq!(counts, want_counts, "{case}");
+                        let got = got.to_scalars();
+                        for y in 0..rows {
+                            for col in 0..w {
+                                let sum = [h - 3, 0, 3]
+                                    .iter()
+                                    .map(|&d| x[source(y, d) * w + col])
+                                    .fold(0.0f32, |a, v| a + v);
+                                let mark = if y / block < first { top } else { next };
+                                let Scalar::F32(g) = got[y * w + col] else {
+                                    panic!("not f32")
+                                };
+                                assert_eq!(
+                                    g,
+                                    (sum + mark).to_bits(),
+                                    "{case}: row {y} column {col}"
+                                );
+                            }
                         }
                     }
                 }
