@@ -219,51 +219,40 @@ pub fn run(a: BenchArgs) -> Result<ExitCode, CliError> {
         tiering: !a.no_tiering,
         ..BenchOptions::default()
     };
-    if a.ab_column_sharing {
-        let off = BenchOptions {
-            compile: kiln_codegen::CompileOptions {
-                no_column_sharing: true,
-                ..Default::default()
-            },
-            ..opts.clone()
-        };
-        return ab(&workloads, &a.threads, &opts, &off, ["shared", "unshared"]);
-    }
-    if a.ab_edge_vectors {
-        let off = BenchOptions {
-            compile: kiln_codegen::CompileOptions {
-                no_edge_vectors: true,
-                ..opts.compile.clone()
-            },
-            ..opts.clone()
-        };
-        return ab(&workloads, &a.threads, &opts, &off, ["edges", "scalar"]);
-    }
-    if a.ab_integer_picks {
-        let off = BenchOptions {
-            compile: kiln_codegen::CompileOptions {
-                no_integer_picks: true,
-                ..opts.compile.clone()
-            },
-            ..opts.clone()
-        };
-        return ab(&workloads, &a.threads, &opts, &off, ["int", "float"]);
-    }
-    if a.ab_carried_values {
-        let off = BenchOptions {
-            compile: kiln_codegen::CompileOptions {
-                no_carried_values: true,
-                ..opts.compile.clone()
-            },
-            ..opts.clone()
-        };
-        return ab(
-            &workloads,
-            &a.threads,
-            &opts,
-            &off,
+    // Same-process A/Bs of one compiler feature: the same options with it turned off.
+    type Off = fn(&mut kiln_codegen::CompileOptions);
+    let compile_abs: [(bool, Off, [&str; 2]); 4] = [
+        (
+            a.ab_column_sharing,
+            |c| c.no_column_sharing = true,
+            ["shared", "unshared"],
+        ),
+        (
+            a.ab_edge_vectors,
+            |c| c.no_edge_vectors = true,
+            ["edges", "scalar"],
+        ),
+        (
+            a.ab_integer_picks,
+            |c| c.no_integer_picks = true,
+            ["int", "float"],
+        ),
+        (
+            a.ab_carried_values,
+            |c| c.no_carried_values = true,
             ["carried", "recomputed"],
-        );
+        ),
+    ];
+    for (asked, turn_off, names) in compile_abs {
+        if asked {
+            let mut compile = opts.compile.clone();
+            turn_off(&mut compile);
+            let off = BenchOptions {
+                compile,
+                ..opts.clone()
+            };
+            return ab(&workloads, &a.threads, &opts, &off, names);
+        }
     }
     if a.ab_window_doubling {
         let off = BenchOptions {
