@@ -1239,20 +1239,7 @@ fn ensure(
             stack.pop();
             continue;
         }
-        let deps: Vec<(usize, i64)> = match sp.derive[i] {
-            Some((r, d)) => {
-                let (fl, k) = (d.div_euclid(4), d.rem_euclid(4));
-                let mut deps = vec![(r, v + fl)];
-                if k != 0 {
-                    deps.push((r, v + fl + 1));
-                }
-                deps
-            }
-            None => operands(&stage.insts[i].op)
-                .into_iter()
-                .map(|o| (o, v))
-                .collect(),
-        };
+        let deps = super::shift::deps(stage, &sp.derive, (i, v));
         let missing: Vec<(usize, i64)> =
             deps.iter().copied().filter(|&d| !done(frames, d)).collect();
         if !missing.is_empty() {
@@ -1290,16 +1277,6 @@ fn ensure(
         }
     }
     Ok(())
-}
-
-/// The operand instructions of `op`.
-fn operands(op: &Op) -> Vec<usize> {
-    match op {
-        Op::Unary(_, a) | Op::Cast(a) => vec![a.0 as usize],
-        Op::Binary(_, a, b) => vec![a.0 as usize, b.0 as usize],
-        Op::Select(c, a, b) => vec![c.0 as usize, a.0 as usize, b.0 as usize],
-        Op::Load { .. } | Op::InRange(_) | Op::Const(_) => vec![],
-    }
 }
 
 /// The order in which `body` emits a stage's instructions: program order, except that each

@@ -331,35 +331,18 @@ fn steps(stage: &Stage, derive: &[Option<(usize, i64)>], blocks: usize) -> Optio
                 continue;
             }
             done[i].extend(vs.iter().copied());
-            if let Some((r, d)) = derive[i] {
-                let (fl, k) = (d.div_euclid(LANES), d.rem_euclid(LANES));
-                for v in vs {
-                    need[r].insert(v + fl);
-                    if k != 0 {
-                        need[r].insert(v + fl + 1);
-                    }
+            if let (None, Op::Load { offset, .. }) = (derive[i], &stage.insts[i].op) {
+                let dx = *offset.last()?;
+                for &v in &vs {
+                    read_lo = read_lo.min(LANES * v + dx);
+                    read_hi = read_hi.max(LANES * v + dx + LANES - 1);
                 }
-                work.push(r);
-                continue;
             }
-            let inst = &stage.insts[i];
-            let ops: Vec<usize> = match &inst.op {
-                Op::Unary(_, a) | Op::Cast(a) => vec![a.0 as usize],
-                Op::Binary(_, a, b) => vec![a.0 as usize, b.0 as usize],
-                Op::Select(c, a, b) => vec![c.0 as usize, a.0 as usize, b.0 as usize],
-                Op::Load { offset, .. } => {
-                    let dx = *offset.last()?;
-                    for &v in &vs {
-                        read_lo = read_lo.min(LANES * v + dx);
-                        read_hi = read_hi.max(LANES * v + dx + LANES - 1);
-                    }
-                    vec![]
+            for &v in &vs {
+                for (o, w) in deps(stage, derive, (i, v)) {
+                    need[o].insert(w);
+                    work.push(o);
                 }
-                Op::Const(_) | Op::InRange(_) => vec![],
-            };
-            for o in ops {
-                need[o].extend(vs.iter().copied());
-                work.push(o);
             }
         }
         needs.push(need.into_iter().map(|s| s.into_iter().collect()).collect());
@@ -388,7 +371,11 @@ fn steps(stage: &Stage, derive: &[Option<(usize, i64)>], blocks: usize) -> Optio
 /// The (instruction, vector) pairs a value at `(i, v)` is computed from in a step:
 /// through `derive`, the two vectors of the class representative it shifts lanes from;
 /// else its operands at `v`.
-fn deps(stage: &Stage, derive: &[Option<(usize, i64)>], (i, v): (usize, i64)) -> Vec<(usize, i64)> {
+pub(crate) fn deps(
+    stage: &Stage,
+    derive: &[Option<(usize, i64)>],
+    (i, v): (usize, i64),
+) -> Vec<(usize, i64)> {
     match derive[i] {
         Some((r, d)) => {
             let (fl, k) = (d.div_euclid(LANES), d.rem_euclid(LANES));
