@@ -208,16 +208,32 @@ fn op(name: &str, params: &[(&str, &str)], shape: &[usize]) -> Graph {
     kiln::ops::build_op(name, &params, &ty).unwrap()
 }
 
-/// Runs `x` through `compiled`, checks eager's bits, and returns how many row blocks the
-/// clean specialisations computed (for clean inputs, and for clean inputs with clear sign
-/// bits) and how many they gave back.
+/// Row blocks of one run, by the form that computed them (see `EngineStats`).
+#[derive(Debug, PartialEq, Eq)]
+struct Blocks {
+    /// By the clean specialisation.
+    clean: usize,
+    /// By the specialisation for clean inputs with clear sign bits.
+    nonneg: usize,
+    /// Given back by a specialisation partway.
+    aborted: usize,
+}
+
+impl Blocks {
+    /// Blocks computed by either specialisation.
+    fn specialised(&self) -> usize {
+        self.clean + self.nonneg
+    }
+}
+
+/// Runs `x` through `compiled`, checks eager's bits, and returns how the row blocks went.
 fn run_counting_blocks(
     engine: &Engine,
     compiled: &kiln::runtime::fused::CompiledGraph,
     g: &Graph,
     x: &kiln::Tensor,
     label: &str,
-) -> (usize, usize) {
+) -> Blocks {
     let before = engine.stats();
     let want = eager::run(g, std::slice::from_ref(x)).unwrap();
     let got = compiled.run(engine, std::slice::from_ref(x)).unwrap();
@@ -225,10 +241,11 @@ fn run_counting_blocks(
         panic!("{label}: {d}");
     }
     let after = engine.stats();
-    (
-        after.clean_blocks + after.nonneg_blocks - before.clean_blocks - before.nonneg_blocks,
-        after.clean_blocks_aborted - before.clean_blocks_aborted,
-    )
+    Blocks {
+        clean: after.clean_blocks - before.clean_blocks,
+        nonneg: after.nonneg_blocks - before.nonneg_blocks,
+        aborted: after.clean_blocks_aborted - before.clean_blocks_aborted,
+    }
 }
 
 /// The values of `x`, made non-negative (so blocks start on the specialisation for clean
@@ -269,7 +286,10 @@ fn an_unclean_row_sends_only_the_blocks_that_read_it_to_the_general_kernel() {
             kiln::Tensor::from_storage(kiln::runtime::Storage::F32(v), &shape).unwrap()
         };
         let label = format!("{name} {params:?}");
-        let run = |x: &kiln::Tensor| run_counting_blocks(&engine, &compiled, &g, x, &label);
+        let run = |x: &kiln::Tensor| {
+            let b = run_counting_blocks(&engine, &compiled, &g, x, &label);
+            (b.specialised(), b.aborted)
+        };
         let (blocks, aborted) = run(&base);
         assert_eq!(aborted, 0, "{name} {params:?}");
         assert!(blocks >= 4, "{name} {params:?}: {blocks} blocks");
@@ -327,7 +347,10 @@ fn cropped_views_are_checked_on_the_elements_they_view() {
             assert!(!t.is_contiguous());
             t
         };
-        let run = |x: &kiln::Tensor| run_counting_blocks(&engine, &compiled, &g, x, name);
+        let run = |x: &kiln::Tensor| {
+            let b = run_counting_blocks(&engine, &compiled, &g, x, name);
+            (b.specialised(), b.aborted)
+        };
         // Unclean values only in the storage around the view: left and right of its rows,
         // above and below it.
         let outside = [
@@ -373,18 +396,8 @@ fn signed_rows_fall_back_to_the_clean_form() {
             kiln::Tensor::from_f32(x, &shape).unwrap()
         };
         let counts = |x: &kiln::Tensor| {
-            let before = engine.stats();
-            let want = eager::run(&g, std::slice::from_ref(x)).unwrap();
-            let got = compiled.run(&engine, std::slice::from_ref(x)).unwrap();
-            if let Some(d) = first_difference(&want[0], &got[0]) {
-                panic!("{name}: {d}");
-            }
-            let after = engine.stats();
-            (
-                after.nonneg_blocks - before.nonneg_blocks,
-                after.clean_blocks - before.clean_blocks,
-                after.clean_blocks_aborted - before.clean_blocks_aborted,
-            )
+            let b = run_counting_blocks(&engine, &compiled, &g, x, name);
+            (b.nonneg, b.clean, b.aborted)
         };
         let (nonneg, clean, aborted) = counts(&with(0, 0.5));
         assert!(
