@@ -1,6 +1,7 @@
 //! The Cranelift JIT set-up shared by every CPU kernel: ISA flags, function definition and
 //! ownership of the finalized code.
 
+use std::sync::atomic::AtomicUsize;
 use std::sync::Mutex;
 
 use cranelift_codegen::ir::{types, AbiParam, InstBuilder, Type, UserFuncName, Value};
@@ -186,18 +187,25 @@ impl Jit {
     }
 }
 
-/// Owns finalized JIT modules and frees their code memory on drop.
-pub(crate) struct CodeOwner(Mutex<Vec<JITModule>>);
+/// Owns finalized JIT modules and frees their code memory on drop, and the cells the code
+/// reads function addresses from (`rowfn::BorderCall`), which must live as long as it.
+pub(crate) struct CodeOwner {
+    modules: Mutex<Vec<JITModule>>,
+    _cells: Box<[AtomicUsize]>,
+}
 
 impl CodeOwner {
-    pub(crate) fn new(modules: Vec<JITModule>) -> CodeOwner {
-        CodeOwner(Mutex::new(modules))
+    pub(crate) fn new(modules: Vec<JITModule>, cells: Box<[AtomicUsize]>) -> CodeOwner {
+        CodeOwner {
+            modules: Mutex::new(modules),
+            _cells: cells,
+        }
     }
 }
 
 impl Drop for CodeOwner {
     fn drop(&mut self) {
-        let slot = self.0.get_mut().unwrap_or_else(|e| e.into_inner());
+        let slot = self.modules.get_mut().unwrap_or_else(|e| e.into_inner());
         for module in slot.drain(..) {
             // SAFETY: the module's function pointers are only reachable through the
             // `CpuKernel` that owns this value; the runtime keeps that kernel (an

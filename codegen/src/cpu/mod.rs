@@ -22,6 +22,7 @@ pub use clean::{clean_f32, clean_f64, clean_kernel, f32_purity, Purity};
 pub use shift::STEP_CODE_BUDGET;
 
 use std::fmt::Write as _;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
 
 use kiln_ir::{Border, DType, ReduceOp};
@@ -262,9 +263,13 @@ fn compile_with(
     let mut edge_stages = 0;
     let mut step_capped = false;
     let mut modules = Vec::new();
+    // Where each stage's row function finds its border function, if split off (see
+    // `rowfn::BorderCall`); owned with the code.
+    let mut border_cells: Box<[AtomicUsize]> = Box::new([]);
     let body = match &kernel.body {
         KernelBody::Stencil { stages } => {
             rowfn::validate(kernel)?;
+            border_cells = stages.iter().map(|_| AtomicUsize::new(0)).collect();
             let plans = (0..stages.len())
                 .map(|i| {
                     rowfn::plan_stage(
@@ -276,17 +281,16 @@ fn compile_with(
                     )
                 })
                 .collect::<Result<Vec<_>, _>>()?;
-            // Border columns of big stages first, in a module of their own compiled for
-            // compile speed; the row functions call them by address.
-            let mut borders: Vec<Option<rowfn::BorderCall>> = vec![None; stages.len()];
+            // Border columns of big stages in a module of their own, compiled for compile
+            // speed and at the same time as the row functions, which call them through a
+            // cell each (`border_cells`, filled in below once both are compiled).
             let split: Vec<bool> = stages
                 .iter()
                 .zip(&plans)
                 .map(|(st, p)| rowfn::split_border(p, st))
                 .collect();
-            if split.iter().any(|&s| s) {
+            let compile_borders = || {
                 let mut cj = jit::Jit::cold()?;
-                let sig = cj.signature(&rowfn::border_params());
                 let mut ids = Vec::new();
                 for (i, stage) in stages.iter().enumerate() {
                     if split[i] {
@@ -299,21 +303,17 @@ fn compile_with(
                         ids.push((i, id));
                     }
                 }
-                let cm = cj.finish()?;
-                for (i, id) in ids {
-                    borders[i] = Some(rowfn::BorderCall {
-                        addr: cm.get_finalized_function(id) as usize,
-                        sig: sig.clone(),
-                    });
-                }
-                modules.push(cm);
-            }
-            let groups = stage_groups(&plans, stages);
+                Ok::<_, CodegenError>((cj.finish()?, ids))
+            };
             let compile_group = |group: &[usize]| {
                 let mut j = jit::Jit::new()?;
+                let border_sig = j.signature(&rowfn::border_params());
                 let mut ids = Vec::new();
                 for &i in group {
-                    let border = borders[i].clone();
+                    let border = split[i].then(|| rowfn::BorderCall {
+                        cell: border_cells[i].as_ptr() as usize,
+                        sig: border_sig.clone(),
+                    });
                     let (stage, plan) = (&stages[i], &plans[i]);
                     let rows_id = j.define(
                         &format!("stage{i}_rows"),
@@ -325,24 +325,35 @@ fn compile_with(
                 }
                 Ok::<_, CodegenError>((j.finish()?, ids))
             };
-            let built: Vec<Result<_, CodegenError>> = if groups.len() == 1 {
-                vec![compile_group(&groups[0])]
-            } else {
-                std::thread::scope(|s| {
-                    let handles: Vec<_> = groups
-                        .iter()
-                        .map(|g| s.spawn(|| compile_group(g)))
-                        .collect();
-                    handles
+            let groups = stage_groups(&plans, stages);
+            let panicked = || CodegenError::Cranelift("a compile thread panicked".into());
+            // The first group compiles on this thread (whose allocator arena is warm: new
+            // threads' first allocations fault their pages in), the others and the border
+            // functions on threads of their own.
+            let (borders, built) = std::thread::scope(|s| {
+                let border_job = split.iter().any(|&s| s).then(|| s.spawn(compile_borders));
+                let others: Vec<_> = groups
+                    .iter()
+                    .skip(1)
+                    .map(|g| s.spawn(|| compile_group(g)))
+                    .collect();
+                let mut built: Vec<_> = groups.iter().take(1).map(|g| compile_group(g)).collect();
+                built.extend(
+                    others
                         .into_iter()
-                        .map(|h| {
-                            h.join().unwrap_or_else(|_| {
-                                Err(CodegenError::Cranelift("a compile thread panicked".into()))
-                            })
-                        })
-                        .collect()
-                })
-            };
+                        .map(|h| h.join().unwrap_or_else(|_| Err(panicked()))),
+                );
+                let borders = border_job.map(|h| h.join().unwrap_or_else(|_| Err(panicked())));
+                (borders, built)
+            });
+            if let Some(r) = borders {
+                let (module, ids) = r?;
+                for (i, id) in ids {
+                    let addr = module.get_finalized_function(id) as usize;
+                    border_cells[i].store(addr, Ordering::Release);
+                }
+                modules.push(module);
+            }
             let mut fns: Vec<Option<(RowFn, RowsFn)>> = vec![None; stages.len()];
             for r in built {
                 let (module, ids) = r?;
@@ -354,7 +365,9 @@ fn compile_with(
                     // pointers and two i64, no result, the platform's C calling convention);
                     // `rptr` likewise with `rowfn::rows_params()`, eight I64, `RowsFn`'s.
                     // The code lives as long as `module`, which the returned `CpuKernel`
-                    // owns (through `modules`).
+                    // owns (through `modules`). A split-off border function is called
+                    // through `border_cells[i]`, which holds its finalized address (stored
+                    // above, before any row function can be called) and is owned with it.
                     fns[i] = Some(unsafe {
                         (
                             std::mem::transmute::<*const u8, RowFn>(ptr),
@@ -371,7 +384,7 @@ fn compile_with(
                 edge_stages += usize::from(plan.uses_edge_vectors());
                 step_capped |= plan.step_capped();
                 let mut note = plan.describe(i, stage);
-                if borders[i].is_some() {
+                if split[i] {
                     note.push_str("; border columns in a separate fast-compiling function");
                 }
                 notes.push(note);
@@ -431,7 +444,7 @@ fn compile_with(
         clean: None,
         nonneg: None,
         notes,
-        _code: jit::CodeOwner::new(modules),
+        _code: jit::CodeOwner::new(modules, border_cells),
     })
 }
 

@@ -1567,11 +1567,14 @@ pub(crate) fn build_rows(
     Ok(())
 }
 
-/// A stage's border function, as the row function calls it.
+/// A stage's border function, as the row function calls it: through a cell that holds the
+/// address of its finalized code, so that the border function and the row function can
+/// be compiled at the same time (the compile fills the cell in before it returns the
+/// kernel; see `jit::CodeOwner`).
 #[derive(Clone)]
 pub(crate) struct BorderCall {
-    /// The address of its finalized code.
-    pub(crate) addr: usize,
+    /// The address of the cell (a `usize`) holding the border function's address.
+    pub(crate) cell: usize,
     /// Its signature ([`border_params`], no result, the host's C convention).
     pub(crate) sig: cranelift_codegen::ir::Signature,
 }
@@ -2031,7 +2034,9 @@ fn emit_row(
             // The row pointers go to the stack here, only on rows that make the call.
             let rows_arr = rows_r(b, plan, ctx);
             let sig = bc.import(b);
-            let f = b.ins().iconst(i64t, bc.addr as i64);
+            let cell = b.ins().iconst(i64t, bc.cell as i64);
+            // Filled in before any row function can run, never written again.
+            let f = b.ins().load(i64t, mem().with_readonly(), cell, 0);
             b.ins()
                 .call_indirect(sig, f, &[rows_arr, strides, out, out_stride, width, xs]);
             b.ins().jump(done, &[]);
