@@ -91,6 +91,16 @@ fn capped_kernels_are_recompiled_in_the_background_and_give_the_same_bits() {
     assert_eq!(engine.stats().upgrades_started, 1);
 }
 
+/// The addresses of a stencil kernel's row functions.
+fn row_functions(k: &kiln::codegen::cpu::CpuKernel) -> Vec<usize> {
+    match &k.body {
+        kiln::codegen::cpu::CpuBody::Stencil(stages) => {
+            stages.iter().map(|st| st.func as usize).collect()
+        }
+        _ => panic!("not a stencil kernel"),
+    }
+}
+
 #[test]
 fn kernels_with_nothing_to_gain_and_untiered_engines_compile_once() {
     // Gradient magnitude: arithmetic only (no min/max, no NaN test) in small steps.
@@ -102,11 +112,25 @@ fn kernels_with_nothing_to_gain_and_untiered_engines_compile_once() {
     let engine = Engine::new();
     let c = engine.compile(&g).unwrap();
     assert!(c.upgrades.iter().all(|u| u.is_none()));
-    // The 3x3 median takes the biggest step already, but has a clean specialisation.
+    // The 3x3 median takes the biggest step already, but has a clean specialisation: the
+    // background compile attaches it to the first compile's code, compiled once.
     let c = engine.compile(&median(3, &[1, 1, 16, 40])).unwrap();
     assert!(c.wait_for_upgrades(Duration::from_secs(120)));
     let up = c.upgrades[0].as_ref().and_then(|u| u.get()).unwrap();
     assert!(up.clean.is_some());
+    assert_eq!(up.compile_ms, 0.0, "the general form was compiled again");
+    assert_eq!(row_functions(up), row_functions(&c.kernels[0]));
+    // A 15x15 erosion reaches 7 columns: the first compile runs no edge vectors, a bigger
+    // budget two per end, so its general form is compiled again.
+    let c = engine
+        .compile(&op("grey_erosion", &[("size", "15")], &[1, 1, 16, 40]))
+        .unwrap();
+    assert!(c.wait_for_upgrades(Duration::from_secs(120)));
+    let up = c.upgrades[0].as_ref().and_then(|u| u.get()).unwrap();
+    assert!(up.compile_ms > 0.0);
+    assert_ne!(row_functions(up), row_functions(&c.kernels[0]));
+    assert!(up.describe().contains("first and last 8 columns"));
+    assert!(!c.kernels[0].describe().contains("first and last 8 columns"));
     // Tiering off: the capped kernel stays as first compiled.
     let engine = Engine::new().with_tiering(false);
     let c = engine.compile(&median(5, &[1, 1, 16, 40])).unwrap();

@@ -23,6 +23,7 @@ pub use shift::STEP_CODE_BUDGET;
 
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::time::Instant;
 
 use kiln_ir::{Border, DType, ReduceOp};
@@ -113,6 +114,7 @@ pub type FoldFn = unsafe extern "C" fn(
 );
 
 /// A compiled stencil stage.
+#[derive(Clone)]
 pub struct CpuStage {
     /// The row pointers the function expects, in argument order.
     pub slots: Vec<RowSlot>,
@@ -124,6 +126,7 @@ pub struct CpuStage {
 }
 
 /// What a compiled kernel exposes to the runtime.
+#[derive(Clone)]
 pub enum CpuBody {
     /// One row function per stage.
     Stencil(Vec<CpuStage>),
@@ -160,9 +163,10 @@ pub struct CpuKernel {
     /// Stages whose wide enough rows run their first and last 4 or 8 columns as vectors
     /// (see `edge`).
     pub edge_vector_stages: usize,
-    /// Some stage took smaller vector-loop steps than it would have under a bigger
-    /// [`crate::CompileOptions::step_code_budget`].
-    pub step_capped: bool,
+    /// Some stage's code was held back by the step code budget (smaller vector-loop steps,
+    /// no values carried between steps, or fewer edge vectors than its reach allows), so a
+    /// compile under a bigger [`crate::CompileOptions::step_code_budget`] differs.
+    pub budget_limited: bool,
     /// The same kernel specialised for clean inputs (no NaN, infinity or -0; see
     /// [`clean_kernel`]), when compiled: the runtime runs it after checking the inputs.
     pub clean: Option<Box<CpuKernel>>,
@@ -171,11 +175,30 @@ pub struct CpuKernel {
     pub nonneg: Option<Box<CpuKernel>>,
     /// What each stage's row function does (for [`CpuKernel::describe`]).
     notes: Vec<String>,
-    /// The JIT module that owns the code (freed on drop).
-    _code: jit::CodeOwner,
+    /// The JIT modules that own the code (freed when the last kernel sharing them drops).
+    _code: Arc<jit::CodeOwner>,
 }
 
 impl CpuKernel {
+    /// A kernel running `self`'s code (shared, not compiled again) with no specialisations
+    /// attached yet, for attaching ones compiled later. Its `compile_ms` is 0: it cost no
+    /// compile.
+    pub fn share_code(&self) -> CpuKernel {
+        CpuKernel {
+            kernel: self.kernel.clone(),
+            body: self.body.clone(),
+            compile_ms: 0.0,
+            shared_column_stages: self.shared_column_stages,
+            carrying_stages: self.carrying_stages,
+            edge_vector_stages: self.edge_vector_stages,
+            budget_limited: self.budget_limited,
+            clean: None,
+            nonneg: None,
+            notes: self.notes.clone(),
+            _code: self._code.clone(),
+        }
+    }
+
     /// Milliseconds spent in Cranelift for this kernel and the specialisations attached to
     /// it ([`CpuKernel::clean`], [`CpuKernel::nonneg`]).
     pub fn compile_ms_with_forms(&self) -> f64 {
@@ -261,7 +284,7 @@ fn compile_with(
     let mut shared = 0;
     let mut carrying = 0;
     let mut edge_stages = 0;
-    let mut step_capped = false;
+    let mut budget_limited = false;
     let mut modules = Vec::new();
     // Where each stage's row function finds its border function, if split off (see
     // `rowfn::BorderCall`); owned with the code.
@@ -382,7 +405,7 @@ fn compile_with(
                 shared += usize::from(plan.shares_columns());
                 carrying += usize::from(plan.carries_values());
                 edge_stages += usize::from(plan.uses_edge_vectors());
-                step_capped |= plan.step_capped();
+                budget_limited |= plan.budget_limited();
                 let mut note = plan.describe(i, stage);
                 if split[i] {
                     note.push_str("; border columns in a separate fast-compiling function");
@@ -440,11 +463,11 @@ fn compile_with(
         shared_column_stages: shared,
         carrying_stages: carrying,
         edge_vector_stages: edge_stages,
-        step_capped,
+        budget_limited,
         clean: None,
         nonneg: None,
         notes,
-        _code: jit::CodeOwner::new(modules, border_cells),
+        _code: Arc::new(jit::CodeOwner::new(modules, border_cells)),
     })
 }
 

@@ -212,6 +212,10 @@ pub(crate) struct StagePlan {
     /// Edge vectors per end of a wide enough row (see `edge`; 0: none): the first and last
     /// `4 * edge_vectors` columns run as vectors instead of scalar border columns.
     edge_vectors: i64,
+    /// The step code budget held this stage's code back: smaller shared steps, no values
+    /// carried between steps, or one edge vector per end where two would reach, so a
+    /// compile under a bigger budget gives different (faster) code.
+    budget_limited: bool,
 }
 
 impl StagePlan {
@@ -250,8 +254,8 @@ impl StagePlan {
     }
 
     /// Whether a bigger code budget would have given the shared vector loop bigger steps.
-    pub(crate) fn step_capped(&self) -> bool {
-        self.shift.as_ref().is_some_and(|s| s.capped)
+    pub(crate) fn budget_limited(&self) -> bool {
+        self.budget_limited
     }
 
     /// One line for [`super::CpuKernel::describe`].
@@ -465,9 +469,9 @@ pub(crate) fn plan_stage(
     } else {
         raw_nan(stage)
     };
-    let carry = !options.no_carried_values
-        && (step_budget > super::shift::STEP_CODE_BUDGET
-            || stage.insts.len() <= CARRY_FIRST_MAX_INSTS);
+    let small_budget = step_budget <= super::shift::STEP_CODE_BUDGET;
+    let carry =
+        !options.no_carried_values && (!small_budget || stage.insts.len() <= CARRY_FIRST_MAX_INSTS);
     let shift = if vectorisable && share_columns {
         let flags: Vec<[bool; 5]> = (0..stage.insts.len())
             .map(|i| [unmasked[i], tree[i], swapped[i], raw_nan[i], plain_pick[i]])
@@ -488,9 +492,8 @@ pub(crate) fn plan_stage(
     // Two vectors per end only above the default step budget (the background compile of a
     // tiered kernel): for opening 15x15 they took the first compile from 4.4–4.8 to
     // 5.1–5.5 ms, past the 5 ms a first compile should take.
-    let k = edge::vectors_for(min_dx, max_dx)
-        .filter(|&k| k == 1 || step_budget > super::shift::STEP_CODE_BUDGET)
-        .unwrap_or(0);
+    let reach = edge::vectors_for(min_dx, max_dx);
+    let k = reach.filter(|&k| k == 1 || !small_budget).unwrap_or(0);
     let edge = !options.no_edge_vectors
         && vectorisable
         && k > 0
@@ -507,8 +510,20 @@ pub(crate) fn plan_stage(
             _ => true,
         });
     let edge_vectors = if edge { k } else { 0 };
+    // Held back by the budget: capped steps, no carried values, or edge vectors of a stage
+    // reaching past 4 columns (a bigger budget runs two per end; under this one it runs
+    // none). Over-reporting costs a background compile; under-reporting, a faster kernel.
+    let budget_limited = shift
+        .as_ref()
+        .is_some_and(|sp| sp.capped || (!carry && !options.no_carried_values))
+        || (small_budget
+            && reach.is_some_and(|r| r > 1)
+            && vectorisable
+            && !options.no_edge_vectors
+            && fault.is_none());
     let mut plan = StagePlan {
         edge_vectors,
+        budget_limited,
         row_window,
         shift,
         raw_nan,

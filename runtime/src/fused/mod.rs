@@ -227,7 +227,7 @@ impl Engine {
         // compiled the same kernel meanwhile, its result is kept and ours dropped.
         let compiled = Arc::new(cpu::compile(&key.0, &key.1)?);
         let upgrade = if self.tiering && Upgrade::worthwhile(&key.0, &compiled, &key.1) {
-            Upgrade::start(key.0.clone(), &key.1)
+            Upgrade::start(key.0.clone(), &key.1, compiled.clone())
         } else {
             None
         };

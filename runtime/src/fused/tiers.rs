@@ -1,8 +1,9 @@
 //! Tiered compilation: a kernel is compiled first with the default code budget (fast to
 //! compile), and compiled again on a background thread when that pays: with a bigger
-//! budget when the default one made some stage take smaller vector-loop steps than it
-//! could, and with its specialisation for clean inputs (`cpu::compile_clean`) when it has
-//! one. Runs use the second compile as soon as it is ready. Both compiles give the same
+//! budget when the default one held some stage's code back (smaller vector-loop steps, no
+//! carried values, fewer edge vectors), and with its specialisation for clean inputs
+//! (`cpu::compile_clean`) when it has one, attached to the first compile's code when no
+//! bigger budget is needed. Runs use the second compile as soon as it is ready. Both compiles give the same
 //! bits (the step size of the shared vector loop differs, and the clean specialisation runs
 //! only on inputs checked clean), so which one a run uses changes its speed only.
 //!
@@ -23,8 +24,9 @@ use kiln_codegen::{CompileOptions, Kernel};
 /// carried values (see `cpu::shift`) the median takes 4-vector steps under it.
 pub const UPGRADE_STEP_BUDGET: usize = 3000;
 
-/// The background compile of one kernel: with [`UPGRADE_STEP_BUDGET`], and with its
-/// clean-input specialisation attached (`CpuKernel::clean`) when it has one.
+/// The background compile of one kernel: with [`UPGRADE_STEP_BUDGET`] when that changes
+/// its code (else sharing the first compile's code), and with its clean-input
+/// specialisations attached (`CpuKernel::clean`, `CpuKernel::nonneg`) when it has them.
 #[derive(Default)]
 pub struct Upgrade {
     /// The faster kernel once compiled; `None` inside when that compile failed (the first
@@ -35,18 +37,29 @@ pub struct Upgrade {
 }
 
 impl Upgrade {
-    /// Whether compiling `kernel` again would pay, given its first compile.
-    pub(crate) fn worthwhile(kernel: &Kernel, first: &CpuKernel, options: &CompileOptions) -> bool {
-        let bigger = first.step_capped
-            && options.step_code_budget.unwrap_or(cpu::STEP_CODE_BUDGET) < UPGRADE_STEP_BUDGET;
-        bigger || cpu::clean_kernel(kernel).is_some()
+    /// Whether a compile under [`UPGRADE_STEP_BUDGET`] would give different code than
+    /// `first`, compiled with `options`.
+    fn bigger_pays(first: &CpuKernel, options: &CompileOptions) -> bool {
+        first.budget_limited
+            && options.step_code_budget.unwrap_or(cpu::STEP_CODE_BUDGET) < UPGRADE_STEP_BUDGET
     }
 
-    /// Starts compiling `kernel` with `options`, a bigger step budget and its clean
-    /// specialisation on a new thread. `None` when no thread could be started (the first
-    /// compile then stays in use).
-    pub(crate) fn start(kernel: Kernel, options: &CompileOptions) -> Option<Arc<Upgrade>> {
+    /// Whether compiling `kernel` again would pay, given its first compile.
+    pub(crate) fn worthwhile(kernel: &Kernel, first: &CpuKernel, options: &CompileOptions) -> bool {
+        Upgrade::bigger_pays(first, options) || cpu::clean_kernel(kernel).is_some()
+    }
+
+    /// Starts compiling `kernel` (first compiled as `first` with `options`) on a new thread:
+    /// again with a bigger step budget when that gives different code, else sharing
+    /// `first`'s code, and with its clean specialisations attached. `None` when no thread
+    /// could be started (the first compile then stays in use).
+    pub(crate) fn start(
+        kernel: Kernel,
+        options: &CompileOptions,
+        first: Arc<CpuKernel>,
+    ) -> Option<Arc<Upgrade>> {
         let up = Arc::new(Upgrade::default());
+        let recompile = Upgrade::bigger_pays(&first, options);
         let options = CompileOptions {
             step_code_budget: Some(UPGRADE_STEP_BUDGET),
             ..options.clone()
@@ -58,7 +71,11 @@ impl Upgrade {
                 // A failed or panicking compile leaves the first one in use; either way the
                 // upgrade finishes, so nobody waits for it in vain.
                 let compiled = std::panic::catch_unwind(|| {
-                    let mut k = cpu::compile(&kernel, &options).ok()?;
+                    let mut k = if recompile {
+                        cpu::compile(&kernel, &options).ok()?
+                    } else {
+                        first.share_code()
+                    };
                     k.clean = cpu::compile_clean(&kernel, &options)
                         .ok()
                         .flatten()
