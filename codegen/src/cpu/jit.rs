@@ -208,9 +208,10 @@ impl Drop for CodeOwner {
         let slot = self.modules.get_mut().unwrap_or_else(|e| e.into_inner());
         for module in slot.drain(..) {
             // SAFETY: the module's function pointers are only reachable through the
-            // `CpuKernel` that owns this value; the runtime keeps that kernel (an
-            // `Arc<CpuKernel>`) alive while any of its functions runs, so once the kernel is
-            // dropped no function from this module is executing or will be called again.
+            // `CpuKernel`s that own this value (one, or several sharing it through an `Arc`,
+            // see `CpuKernel::share_code`), and this runs when the last of them drops; the
+            // runtime keeps a kernel (an `Arc<CpuKernel>`) alive while any of its functions
+            // runs, so no function from this module is executing or will be called again.
             unsafe { module.free_memory() };
         }
     }

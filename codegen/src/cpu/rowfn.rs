@@ -213,7 +213,7 @@ pub(crate) struct StagePlan {
     /// `4 * edge_vectors` columns run as vectors instead of scalar border columns.
     edge_vectors: i64,
     /// The step code budget held this stage's code back: smaller shared steps, no values
-    /// carried between steps, or one edge vector per end where two would reach, so a
+    /// carried between steps, or no edge vectors where two per end would reach, so a
     /// compile under a bigger budget gives different (faster) code.
     budget_limited: bool,
 }
@@ -253,7 +253,7 @@ impl StagePlan {
         self.shift.as_ref().is_some_and(|s| !s.carry.is_empty())
     }
 
-    /// Whether a bigger code budget would have given the shared vector loop bigger steps.
+    /// Whether a bigger code budget would have given this stage different (faster) code.
     pub(crate) fn budget_limited(&self) -> bool {
         self.budget_limited
     }
