@@ -350,9 +350,9 @@ fn compile_with(
             };
             let groups = stage_groups(&plans, stages);
             let panicked = || CodegenError::Cranelift("a compile thread panicked".into());
-            // The first group compiles on this thread (whose allocator arena is warm: new
-            // threads' first allocations fault their pages in), the others and the border
-            // functions on threads of their own.
+            // The first group compiles on this thread, the others and the border functions
+            // on threads of their own (with every group on a new thread, single-group
+            // kernels looked slower in separate-process runs, within this VM's noise).
             let (borders, built) = std::thread::scope(|s| {
                 let border_job = split.iter().any(|&s| s).then(|| s.spawn(compile_borders));
                 let others: Vec<_> = groups
