@@ -275,15 +275,15 @@ pub struct CompiledGraph {
     /// Wall-clock milliseconds of the whole compile (passes, lowering, Cranelift).
     pub compile_ms: f64,
     /// Per group: the stencil scheduler's block plans from earlier runs.
-    plans: Vec<stencil::PlanCache>,
+    plans: Vec<stencil::RunCache>,
 }
 
 /// One empty plan cache per group of `partition`.
-fn partition_plans(partition: &Partition) -> Vec<stencil::PlanCache> {
+fn partition_plans(partition: &Partition) -> Vec<stencil::RunCache> {
     partition
         .groups
         .iter()
-        .map(|_| stencil::PlanCache::default())
+        .map(|_| stencil::RunCache::default())
         .collect()
 }
 
@@ -582,7 +582,7 @@ pub(crate) fn run_kernel(
     shape: &[usize],
     scratch_budget: usize,
     reuse: Option<Storage>,
-    plans: &stencil::PlanCache,
+    plans: &stencil::RunCache,
 ) -> Result<(Tensor, stencil::CleanBlocks), RuntimeError> {
     let k = &kernel.kernel;
     if args.len() != k.inputs.len() {

@@ -100,12 +100,56 @@ const MIN_CHUNK_ROWS: usize = 4;
 /// Most output rows per chunk (as many as a block holds).
 const MAX_CHUNK_ROWS: usize = 1024;
 
-/// Block plans kept between runs of one fused group (see [`Job::block`]). A plan depends
-/// only on the kernel's slots, the output shape, the block's rows and the chunk size, never
-/// on the data or the inputs' addresses, so repeated runs at one shape reuse them: working
-/// them out took about 8% of a 15x15 opening's run at 2048².
+/// What runs of one fused group keep for the next: block plans and scratch.
+///
+/// A block plan (see [`Job::block`]) depends only on the kernel's slots, the output shape,
+/// the block's rows and the chunk size, never on the data or the inputs' addresses, so
+/// repeated runs at one shape reuse them: working them out took about 8% of a 15x15
+/// opening's run at 2048².
+///
+/// Scratch pools (one per worker of a run, see [`PoolLease`]) are kept so that a run does
+/// not allocate its scratch again. Freshly allocated, the scratch rows fault their pages in
+/// on every run whenever the allocator hands back new memory (what it does depends on the
+/// process's allocation history): a 15x15 erosion at 2048² on one thread took 5.3–6.9 ms
+/// that way in a small program, 26% of it in page faults, against 3.3 ms in `kiln bench`.
 #[derive(Default)]
-pub(crate) struct PlanCache(Mutex<Vec<CachedPlans>>);
+pub(crate) struct RunCache {
+    plans: Mutex<Vec<CachedPlans>>,
+    pools: Mutex<Vec<Vec<Scratch>>>,
+}
+
+/// Scratch pools a [`RunCache`] keeps at most (more are freed when given back): about the
+/// number of workers a run has at once.
+const CACHED_POOLS: usize = 8;
+
+/// One worker's scratch pool for a run, taken from a [`RunCache`] (or new) and given back
+/// when dropped.
+struct PoolLease<'a> {
+    pool: Vec<Scratch>,
+    home: &'a RunCache,
+}
+
+impl<'a> PoolLease<'a> {
+    fn take(home: &'a RunCache) -> PoolLease<'a> {
+        let pool = lock_pools(home).pop().unwrap_or_default();
+        PoolLease { pool, home }
+    }
+}
+
+impl Drop for PoolLease<'_> {
+    fn drop(&mut self) {
+        let mut pools = lock_pools(self.home);
+        if pools.len() < CACHED_POOLS {
+            pools.push(std::mem::take(&mut self.pool));
+        }
+    }
+}
+
+/// The cache's pools. A poisoned lock only means another run panicked while holding it;
+/// the pools hold whole buffers, so they are still usable.
+fn lock_pools(cache: &RunCache) -> std::sync::MutexGuard<'_, Vec<Vec<Scratch>>> {
+    cache.pools.lock().unwrap_or_else(|e| e.into_inner())
+}
 
 /// The plans of one kernel at one shape.
 struct CachedPlans {
@@ -212,7 +256,7 @@ struct Job<'a> {
     /// Blocks of the output.
     nblocks: usize,
     /// Plans of earlier runs.
-    plans: &'a PlanCache,
+    plans: &'a RunCache,
     /// The stages specialised for clean inputs (same slots as `stages`), which a block may
     /// use after checking the inputs it reads (see [`Job::block`]).
     specials: Specials<'a>,
@@ -352,7 +396,7 @@ pub(crate) fn run(
     shape: &[usize],
     scratch_budget: usize,
     reuse: Option<Storage>,
-    plans: &PlanCache,
+    plans: &RunCache,
 ) -> Result<(Tensor, CleanBlocks), RuntimeError> {
     validate(stages, dtypes, inputs, shape)?;
     // A specialisation is only interchangeable with the general stages if it reads the
@@ -456,18 +500,17 @@ pub(crate) fn run(
         let r1 = (r0 + block).min(rows);
         job.block(r0, r1, out, pool)
     };
-    if nblocks <= 1 {
-        do_block(&mut Vec::new(), 0)?;
-    } else if crate::inline::active() {
-        let mut pool = Vec::new();
+    if nblocks <= 1 || crate::inline::active() {
+        let mut lease = PoolLease::take(plans);
         for b in 0..nblocks {
-            do_block(&mut pool, b)?;
+            do_block(&mut lease.pool, b)?;
         }
     } else {
         // One scratch pool per rayon work item (a few per thread), reused by its blocks.
-        (0..nblocks)
-            .into_par_iter()
-            .try_for_each_init(Vec::new, do_block)?;
+        (0..nblocks).into_par_iter().try_for_each_init(
+            || PoolLease::take(plans),
+            |lease, b| do_block(&mut lease.pool, b),
+        )?;
     }
     // SAFETY: the blocks partition the rows `0..rows`, and every block wrote each of its
     // rows in full (a row function writes all `width` columns), so all `len` elements are
@@ -630,7 +673,7 @@ impl Job<'_> {
         (self.scratch_budget / bytes.max(1)).clamp(MIN_CHUNK_ROWS, MAX_CHUNK_ROWS)
     }
 
-    /// The plan of the block of rows `r0..r1` (see [`PlanCache`]): from an earlier run at
+    /// The plan of the block of rows `r0..r1` (see [`RunCache`]): from an earlier run at
     /// this shape, else made now and kept.
     fn cached_plan(&self, r0: usize, r1: usize, chunk: usize) -> Arc<BlockPlan> {
         let b = r0 / self.block;
@@ -646,7 +689,7 @@ impl Job<'_> {
         };
         // A poisoned lock only means another run panicked while holding it; the cache
         // holds whole plans or nothing, so it is still usable.
-        let lock = || self.plans.0.lock().unwrap_or_else(|e| e.into_inner());
+        let lock = || self.plans.plans.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(p) = lock()
             .iter()
             .find(|e| same(e))
@@ -1621,7 +1664,7 @@ mod tests {
 
     #[test]
     fn one_and_two_stages_match_reference_under_every_border() {
-        let plans = PlanCache::default();
+        let plans = RunCache::default();
         for (h, w) in [(1, 1), (1, 7), (9, 1), (40, 13), (5, 3), (300, 3)] {
             let x = data(h * w);
             let t = Tensor::from_f32(x.clone(), &[1, 1, h, w]).unwrap();
@@ -1641,7 +1684,7 @@ mod tests {
                         &[1, 1, h, w],
                         SCRATCH_BUDGET,
                         None,
-                        &PlanCache::default(),
+                        &RunCache::default(),
                     )
                     .unwrap()
                     .0;
@@ -1725,10 +1768,73 @@ mod tests {
     }
 
     #[test]
+    fn scratch_is_kept_between_runs_and_reused() {
+        // A 3-stage chain (two stages in scratch), one thread's worth of blocks at a time
+        // or rayon's: the second run must find the first run's scratch buffers in the cache
+        // and use them (the same allocations afterwards), and give the same bits.
+        let cache = RunCache::default();
+        let (h, w) = (64, 37);
+        let t = Tensor::from_f32(data(h * w), &[1, 1, h, w]).unwrap();
+        let stages: Vec<CpuStage> = (0..3)
+            .map(|k| CpuStage {
+                slots: vertical(
+                    if k == 0 {
+                        Source::Input(0)
+                    } else {
+                        Source::Stage(k as u32 - 1)
+                    },
+                    Border::Reflect,
+                    4,
+                ),
+                func: sum3,
+                rows: Some(sum3_rows),
+            })
+            .collect();
+        let dtypes = vec![DType::F32; 3];
+        let go = |cache: &RunCache| {
+            run(
+                &stages,
+                Specials::default(),
+                &dtypes,
+                std::slice::from_ref(&t),
+                &[1, 1, h, w],
+                SCRATCH_BUDGET,
+                None,
+                cache,
+            )
+            .unwrap()
+            .0
+        };
+        let buffers = |cache: &RunCache| -> Vec<usize> {
+            let mut v: Vec<usize> = lock_pools(cache)
+                .iter()
+                .flatten()
+                .map(|b| b.as_ptr() as usize)
+                .collect();
+            v.sort_unstable();
+            v
+        };
+        let first = go(&cache);
+        let kept = buffers(&cache);
+        assert!(kept.len() >= 2, "no scratch kept: {} buffers", kept.len());
+        let second = go(&cache);
+        assert_eq!(crate::tensor::first_difference(&first, &second), None);
+        assert_eq!(
+            buffers(&cache),
+            kept,
+            "the second run allocated its scratch again"
+        );
+        assert_eq!(
+            crate::tensor::first_difference(&second, &go(&RunCache::default())),
+            None
+        );
+    }
+
+    #[test]
     fn block_plans_are_kept_per_shape_chunk_and_kernel() {
         // One cache across kernels, shapes and chunk sizes, revisiting each: every run must
         // equal a run with an empty cache (a plan of another key would compute other rows).
-        let plans = PlanCache::default();
+        let plans = RunCache::default();
         let chain = |n: usize, border: Border| -> Vec<CpuStage> {
             (0..n)
                 .map(|k| CpuStage {
@@ -1762,7 +1868,7 @@ mod tests {
                 let t = Tensor::from_f32(data(h * w), &[1, 1, h, w]).unwrap();
                 let stages = chain(n, border);
                 let dtypes = vec![DType::F32; n];
-                let go = |cache: &PlanCache| {
+                let go = |cache: &RunCache| {
                     run(
                         &stages,
                         Specials::default(),
@@ -1776,7 +1882,7 @@ mod tests {
                     .unwrap()
                     .0
                 };
-                let (got, want) = (go(&plans), go(&PlanCache::default()));
+                let (got, want) = (go(&plans), go(&RunCache::default()));
                 assert_eq!(
                     crate::tensor::first_difference(&got, &want),
                     None,
@@ -1880,7 +1986,7 @@ mod tests {
                                 &[b, c, h, w],
                                 SCRATCH_BUDGET,
                                 None,
-                                &PlanCache::default(),
+                                &RunCache::default(),
                             )
                         })
                         .unwrap();
@@ -1972,7 +2078,7 @@ mod tests {
                             &[b, c, h, w],
                             SCRATCH_BUDGET,
                             None,
-                            &PlanCache::default(),
+                            &RunCache::default(),
                         )
                         .unwrap()
                         .0
@@ -2019,7 +2125,7 @@ mod tests {
             &[1, 1, h, w],
             SCRATCH_BUDGET,
             None,
-            &PlanCache::default(),
+            &RunCache::default(),
         )
         .unwrap()
         .0;
@@ -2031,7 +2137,7 @@ mod tests {
             &[1, 1, h, w],
             SCRATCH_BUDGET,
             None,
-            &PlanCache::default(),
+            &RunCache::default(),
         )
         .unwrap()
         .0;
@@ -2054,7 +2160,7 @@ mod tests {
             &[1, 1, 2, 2],
             SCRATCH_BUDGET,
             None,
-            &PlanCache::default(),
+            &RunCache::default(),
         )
         .is_err());
         let wrong_input = [CpuStage {
@@ -2070,7 +2176,7 @@ mod tests {
             &[1, 1, 2, 2],
             SCRATCH_BUDGET,
             None,
-            &PlanCache::default(),
+            &RunCache::default(),
         )
         .is_err());
         let wrong_shape = [CpuStage {
@@ -2086,7 +2192,7 @@ mod tests {
             &[1, 1, 2, 3],
             SCRATCH_BUDGET,
             None,
-            &PlanCache::default(),
+            &RunCache::default(),
         )
         .is_err());
     }
