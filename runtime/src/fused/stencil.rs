@@ -1767,6 +1767,42 @@ mod tests {
         }
     }
 
+    /// A chain of `n` stages of 3-row vertical sums under `border`: the first reads the
+    /// input, each later one the stage before it.
+    fn sum3_chain(n: usize, border: Border) -> Vec<CpuStage> {
+        (0..n)
+            .map(|k| CpuStage {
+                slots: vertical(
+                    if k == 0 {
+                        Source::Input(0)
+                    } else {
+                        Source::Stage(k as u32 - 1)
+                    },
+                    border,
+                    4,
+                ),
+                func: sum3,
+                rows: Some(sum3_rows),
+            })
+            .collect()
+    }
+
+    /// Runs f32 `stages` on `t` (`[1, 1, H, W]`) with a scratch `budget` and `cache`.
+    fn run_chain(stages: &[CpuStage], t: &Tensor, budget: usize, cache: &RunCache) -> Tensor {
+        let dtypes = vec![DType::F32; stages.len()];
+        let out = run(
+            stages,
+            Specials::default(),
+            &dtypes,
+            std::slice::from_ref(t),
+            t.shape(),
+            budget,
+            None,
+            cache,
+        );
+        out.unwrap().0
+    }
+
     #[test]
     fn scratch_is_kept_between_runs_and_reused() {
         // A 3-stage chain (two stages in scratch), one thread's worth of blocks at a time
@@ -1775,36 +1811,8 @@ mod tests {
         let cache = RunCache::default();
         let (h, w) = (64, 37);
         let t = Tensor::from_f32(data(h * w), &[1, 1, h, w]).unwrap();
-        let stages: Vec<CpuStage> = (0..3)
-            .map(|k| CpuStage {
-                slots: vertical(
-                    if k == 0 {
-                        Source::Input(0)
-                    } else {
-                        Source::Stage(k as u32 - 1)
-                    },
-                    Border::Reflect,
-                    4,
-                ),
-                func: sum3,
-                rows: Some(sum3_rows),
-            })
-            .collect();
-        let dtypes = vec![DType::F32; 3];
-        let go = |cache: &RunCache| {
-            run(
-                &stages,
-                Specials::default(),
-                &dtypes,
-                std::slice::from_ref(&t),
-                &[1, 1, h, w],
-                SCRATCH_BUDGET,
-                None,
-                cache,
-            )
-            .unwrap()
-            .0
-        };
+        let stages = sum3_chain(3, Border::Reflect);
+        let go = |cache: &RunCache| run_chain(&stages, &t, SCRATCH_BUDGET, cache);
         let buffers = |cache: &RunCache| -> Vec<usize> {
             let mut v: Vec<usize> = lock_pools(cache)
                 .iter()
@@ -1835,23 +1843,6 @@ mod tests {
         // One cache across kernels, shapes and chunk sizes, revisiting each: every run must
         // equal a run with an empty cache (a plan of another key would compute other rows).
         let plans = RunCache::default();
-        let chain = |n: usize, border: Border| -> Vec<CpuStage> {
-            (0..n)
-                .map(|k| CpuStage {
-                    slots: vertical(
-                        if k == 0 {
-                            Source::Input(0)
-                        } else {
-                            Source::Stage(k as u32 - 1)
-                        },
-                        border,
-                        4,
-                    ),
-                    func: sum3,
-                    rows: Some(sum3_rows),
-                })
-                .collect()
-        };
         let cases = [
             (40, 13, 2, Border::Wrap, 1),
             (40, 13, 3, Border::Reflect, 1),
@@ -1866,22 +1857,8 @@ mod tests {
         for round in 0..2 {
             for &(h, w, n, border, budget) in &cases {
                 let t = Tensor::from_f32(data(h * w), &[1, 1, h, w]).unwrap();
-                let stages = chain(n, border);
-                let dtypes = vec![DType::F32; n];
-                let go = |cache: &RunCache| {
-                    run(
-                        &stages,
-                        Specials::default(),
-                        &dtypes,
-                        std::slice::from_ref(&t),
-                        &[1, 1, h, w],
-                        budget,
-                        None,
-                        cache,
-                    )
-                    .unwrap()
-                    .0
-                };
+                let stages = sum3_chain(n, border);
+                let go = |cache: &RunCache| run_chain(&stages, &t, budget, cache);
                 let (got, want) = (go(&plans), go(&RunCache::default()));
                 assert_eq!(
                     crate::tensor::first_difference(&got, &want),
