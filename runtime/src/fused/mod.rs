@@ -226,8 +226,8 @@ impl Engine {
         // Compile outside the lock so other threads are not held up; if another thread
         // compiled the same kernel meanwhile, its result is kept and ours dropped.
         let compiled = Arc::new(cpu::compile(&key.0, &key.1)?);
-        let upgrade = if self.tiering && Upgrade::worthwhile(&key.0, &compiled, &key.1) {
-            Upgrade::start(key.0.clone(), &key.1, compiled.clone())
+        let upgrade = if self.tiering && Upgrade::worthwhile(&compiled, &key.1) {
+            Upgrade::start(compiled.clone(), &key.1)
         } else {
             None
         };

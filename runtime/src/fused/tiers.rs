@@ -15,7 +15,7 @@ use std::sync::{Arc, Condvar, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use kiln_codegen::cpu::{self, CpuKernel};
-use kiln_codegen::{CompileOptions, Kernel};
+use kiln_codegen::CompileOptions;
 
 /// Step code budget of the background compile: large enough for 8-vector steps of the
 /// 5x5 median's 290-instruction stage. Measured on the 2-core EPYC VM (2048² f32, 1 thread),
@@ -44,20 +44,16 @@ impl Upgrade {
             && options.step_code_budget.unwrap_or(cpu::STEP_CODE_BUDGET) < UPGRADE_STEP_BUDGET
     }
 
-    /// Whether compiling `kernel` again would pay, given its first compile.
-    pub(crate) fn worthwhile(kernel: &Kernel, first: &CpuKernel, options: &CompileOptions) -> bool {
-        Upgrade::bigger_pays(first, options) || cpu::clean_kernel(kernel).is_some()
+    /// Whether compiling `first`'s kernel again would pay.
+    pub(crate) fn worthwhile(first: &CpuKernel, options: &CompileOptions) -> bool {
+        Upgrade::bigger_pays(first, options) || cpu::clean_kernel(&first.kernel).is_some()
     }
 
-    /// Starts compiling `kernel` (first compiled as `first` with `options`) on a new thread:
+    /// Starts compiling `first`'s kernel (first compiled with `options`) on a new thread:
     /// again with a bigger step budget when that gives different code, else sharing
     /// `first`'s code, and with its clean specialisations attached. `None` when no thread
     /// could be started (the first compile then stays in use).
-    pub(crate) fn start(
-        kernel: Kernel,
-        options: &CompileOptions,
-        first: Arc<CpuKernel>,
-    ) -> Option<Arc<Upgrade>> {
+    pub(crate) fn start(first: Arc<CpuKernel>, options: &CompileOptions) -> Option<Arc<Upgrade>> {
         let up = Arc::new(Upgrade::default());
         let recompile = Upgrade::bigger_pays(&first, options);
         let options = CompileOptions {
@@ -74,12 +70,13 @@ impl Upgrade {
                 // whose compile failed is left out); either way the upgrade finishes, so
                 // nobody waits for it in vain.
                 let compiled = std::panic::catch_unwind(|| {
+                    let kernel = &first.kernel;
                     std::thread::scope(|s| {
-                        let clean = s.spawn(|| cpu::compile_clean(&kernel, &options));
+                        let clean = s.spawn(|| cpu::compile_clean(kernel, &options));
                         let nonneg = (!options.no_integer_picks)
-                            .then(|| s.spawn(|| cpu::compile_nonneg(&kernel, &options)));
+                            .then(|| s.spawn(|| cpu::compile_nonneg(kernel, &options)));
                         let general = if recompile {
-                            cpu::compile(&kernel, &options).ok()
+                            cpu::compile(kernel, &options).ok()
                         } else {
                             Some(first.share_code())
                         };
