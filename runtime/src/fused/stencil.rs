@@ -1880,10 +1880,8 @@ mod tests {
     ) {
         // SAFETY: the caller's contract is `sum3`'s.
         unsafe { sum3(rows, strides, out, out_stride, width) };
-        for x in 0..width as isize {
-            // SAFETY: `out` has `width` elements with stride `out_stride`, written above.
-            unsafe { *(out as *mut f32).offset(x * out_stride as isize) += 1000.0 };
-        }
+        // SAFETY: `sum3` wrote the row.
+        unsafe { add_1000(out, out_stride, width) };
     }
 
     /// A second stand-in: `sum3` plus 2000.
@@ -1896,8 +1894,17 @@ mod tests {
     ) {
         // SAFETY: the caller's contract is `sum3`'s.
         unsafe { sum3_marked(rows, strides, out, out_stride, width) };
+        // SAFETY: `sum3_marked` wrote the row.
+        unsafe { add_1000(out, out_stride, width) };
+    }
+
+    /// Adds 1000 to each of the `width` f32 elements at `out`, `out_stride` apart.
+    ///
+    /// # Safety
+    /// `out` must point at `width` initialised f32 elements `out_stride` apart.
+    unsafe fn add_1000(out: *mut u8, out_stride: i64, width: i64) {
         for x in 0..width as isize {
-            // SAFETY: `out` has `width` elements with stride `out_stride`, written above.
+            // SAFETY: inside the row, by the function's contract.
             unsafe { *(out as *mut f32).offset(x * out_stride as isize) += 1000.0 };
         }
     }
