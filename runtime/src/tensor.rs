@@ -360,67 +360,115 @@ pub fn first_difference(a: &Tensor, b: &Tensor) -> Option<String> {
     None
 }
 
-/// Copies a strided view into a new row-major vector.
+/// Copies a strided view into `out`, row-major (`out` holds exactly the view's elements).
 ///
-/// Rows whose innermost stride is 1 are copied as slices. Otherwise (transposed,
-/// channels-last) the last two axes are copied in 32x32 tiles, so that both the source
-/// lines and the destination lines of a tile stay in L1, and bands of 32 rows run on rayon
-/// threads. Every destination element is written exactly once either way.
-fn strided_copy<T: Copy + Send + Sync>(
+/// Rows are visited in the source's memory order: the axes before the last one sorted by
+/// decreasing stride (a channels-last view visits the channels of one image row one after
+/// another, which read the same source lines). Bands of consecutive rows in that order run
+/// on rayon threads. Within a band:
+/// - rows whose innermost stride is 1 are copied as slices;
+/// - when neighbouring elements of a row lie on different cache lines (a transposed view),
+///   the band is copied a few columns at a time, so that the source lines read for one
+///   column tile serve every row of the band before they leave the cache;
+/// - otherwise each row is copied front to back.
+///
+/// Measured (one thread, 2048x2048 f32): a transposed view took 10–12 ms with the earlier
+/// 32x32 tiles and 3.7–4.1 ms with 256-row bands of 8 columns (`cv2.transpose`: 3.6 ms).
+/// Every destination element is written exactly once.
+fn strided_copy_into<T: Copy + Send + Sync>(
     src: &[T],
     shape: &[usize],
     strides: &[usize],
     offset: usize,
-) -> Vec<T> {
-    use rayon::prelude::*;
-    const TILE: usize = 32;
+    out: &mut [T],
+) {
     let n: usize = shape.iter().product();
+    assert_eq!(
+        out.len(),
+        n,
+        "destination of a strided copy has the view's size"
+    );
     if n == 0 {
-        return Vec::new();
+        return;
     }
     let Some((&w, outer_shape)) = shape.split_last() else {
-        return vec![src[offset]];
+        out[0] = src[offset];
+        return;
     };
     let sw = strides[strides.len() - 1];
     let rows = n / w;
-    // Storage offset of row `g` (row-major over every axis but the last).
-    let row_base = |mut g: usize| -> usize {
-        let mut base = offset;
-        for ax in (0..outer_shape.len()).rev() {
-            base += (g % outer_shape[ax]) * strides[ax];
-            g /= outer_shape[ax];
+    // The outer axes, outermost first in the order rows are visited: by decreasing stride
+    // (ties keep the tensor's order, so a contiguous-rows view keeps row-major order).
+    let mut order: Vec<usize> = (0..outer_shape.len()).collect();
+    order.sort_by_key(|&ax| std::cmp::Reverse(strides[ax]));
+    // Destination rows per step of each outer axis (row-major).
+    let row_steps = contiguous_strides(outer_shape);
+    // Visit `i` -> (destination row, source offset of its element 0).
+    let row_at = |mut i: usize| -> (usize, usize) {
+        let (mut g, mut base) = (0, offset);
+        for &ax in order.iter().rev() {
+            let ix = i % outer_shape[ax];
+            i /= outer_shape[ax];
+            g += ix * row_steps[ax];
+            base += ix * strides[ax];
         }
-        base
+        (g, base)
     };
-    let mut out = vec![src[offset]; n];
-    let band = TILE * w;
-    let copy_band = |(k, chunk): (usize, &mut [T])| {
-        let g0 = k * TILE;
-        let bases: Vec<usize> = (g0..g0 + chunk.len() / w).map(row_base).collect();
-        if sw == 1 {
-            for (r, base) in bases.iter().enumerate() {
-                chunk[r * w..(r + 1) * w].copy_from_slice(&src[*base..*base + w]);
-            }
-            return;
-        }
-        for c0 in (0..w).step_by(TILE) {
-            let c1 = (c0 + TILE).min(w);
-            for (r, base) in bases.iter().enumerate() {
-                let dst = &mut chunk[r * w + c0..r * w + c1];
-                for (c, d) in (c0..c1).zip(dst.iter_mut()) {
-                    *d = src[base + c * sw];
+    let scattered = sw.saturating_mul(std::mem::size_of::<T>()) >= 64;
+    let threads = if crate::inline::active() {
+        1
+    } else {
+        rayon::current_num_threads().max(1)
+    };
+    let band_rows = rows.div_ceil(2 * threads).clamp(32, 256);
+    let tile = match (scattered, std::mem::size_of::<T>()) {
+        (false, _) => w,
+        (true, 1) => 16,
+        (true, _) => 8,
+    };
+    let dst = RowsPtr(out.as_mut_ptr());
+    crate::inline::for_each_index(rows.div_ceil(band_rows), |k| {
+        let band: Vec<(usize, usize)> = (k * band_rows..((k + 1) * band_rows).min(rows))
+            .map(row_at)
+            .collect();
+        for c0 in (0..w).step_by(tile) {
+            let c1 = (c0 + tile).min(w);
+            for &(g, base) in &band {
+                // SAFETY: `row_at` maps `0..rows` one to one onto destination rows `0..rows`
+                // (it enumerates every outer index once, in another axis order), and the
+                // bands are disjoint ranges of `i`, so each destination row is written by
+                // one band only, on one thread; `g < rows` and `out` holds `rows * w`
+                // elements, so columns `c0..c1` of row `g` are inside it. `out` lives until
+                // after this loop returns.
+                let row =
+                    unsafe { std::slice::from_raw_parts_mut(dst.get().add(g * w + c0), c1 - c0) };
+                if sw == 1 {
+                    row.copy_from_slice(&src[base + c0..base + c1]);
+                } else {
+                    for (c, d) in (c0..c1).zip(row.iter_mut()) {
+                        *d = src[base + c * sw];
+                    }
                 }
             }
         }
-    };
-    if crate::inline::active() {
-        out.chunks_mut(band).enumerate().for_each(copy_band);
-    } else {
-        out.par_chunks_mut(band).enumerate().for_each(copy_band);
-    }
-    debug_assert_eq!(rows * w, n);
-    out
+    });
 }
+
+/// The destination of [`strided_copy_into`], shared by the threads that write its rows.
+#[derive(Clone, Copy)]
+struct RowsPtr<T>(*mut T);
+
+impl<T> RowsPtr<T> {
+    /// The pointer (a method, so closures capture the whole `Sync` wrapper).
+    fn get(self) -> *mut T {
+        self.0
+    }
+}
+
+// SAFETY: only used by `strided_copy_into`, whose threads write disjoint destination rows.
+unsafe impl<T: Send> Send for RowsPtr<T> {}
+// SAFETY: see `Send`: shared access only ever writes disjoint rows.
+unsafe impl<T: Send> Sync for RowsPtr<T> {}
 
 /// Element types that convert between [`Tensor`] and `ndarray::ArrayD`.
 pub trait NdElement: Copy + 'static {
@@ -488,12 +536,32 @@ impl Tensor {
     /// A fresh row-major copy of the viewed elements as storage of `numel()` elements
     /// (typed loop per row; bool bytes are copied as stored).
     pub fn contiguous_storage(&self) -> Storage {
+        self.contiguous_storage_in(None)
+    }
+
+    /// Like [`Tensor::contiguous_storage`], but writes into `reuse` when it has this
+    /// tensor's dtype and `numel()` elements (every element is overwritten), so that a
+    /// caller copying views of one shape again and again does not allocate, and fault in,
+    /// a new buffer each time. Any other `reuse` is dropped and a fresh buffer returned.
+    pub fn contiguous_storage_in(&self, reuse: Option<Storage>) -> Storage {
         let (sh, st, off) = (&self.shape[..], &self.strides[..], self.offset);
+        let n = self.numel();
+        macro_rules! copy {
+            ($variant:ident, $v:expr) => {{
+                let mut out = match reuse {
+                    Some(Storage::$variant(buf)) if buf.len() == n => buf,
+                    _ if n == 0 => Vec::new(),
+                    _ => vec![$v[off]; n],
+                };
+                strided_copy_into($v, sh, st, off, &mut out);
+                Storage::$variant(out)
+            }};
+        }
         match &*self.storage {
-            Storage::F32(v) => Storage::F32(strided_copy(v, sh, st, off)),
-            Storage::F64(v) => Storage::F64(strided_copy(v, sh, st, off)),
-            Storage::U8(v) => Storage::U8(strided_copy(v, sh, st, off)),
-            Storage::Bool(v) => Storage::Bool(strided_copy(v, sh, st, off)),
+            Storage::F32(v) => copy!(F32, v),
+            Storage::F64(v) => copy!(F64, v),
+            Storage::U8(v) => copy!(U8, v),
+            Storage::Bool(v) => copy!(Bool, v),
         }
     }
 
@@ -542,6 +610,48 @@ mod tests {
     /// The tiled, parallel copy gives the same elements, in the same order, as reading the
     /// view element by element, for contiguous, transposed, channels-last and offset views
     /// whose sizes are and are not multiples of the tile.
+    #[test]
+    fn strided_copy_in_a_reused_buffer_overwrites_all_of_it() {
+        let t = Tensor::from_f32((0..6 * 40).map(|i| i as f32).collect(), &[2, 3, 40, 1])
+            .unwrap()
+            .with_memory_order(&[0, 3, 2, 1])
+            .unwrap();
+        let want = t.to_scalars();
+        let buf = Storage::F32(vec![f32::NAN; t.numel()]);
+        let ptr = buf.as_ptr();
+        let got = t.contiguous_storage_in(Some(buf));
+        assert_eq!(got.as_ptr(), ptr, "a fitting buffer must be reused");
+        assert_eq!((0..got.len()).map(|i| got.get(i)).collect::<Vec<_>>(), want);
+        // A buffer of another size or dtype is not used.
+        for other in [
+            Storage::F32(vec![0.0; t.numel() + 1]),
+            Storage::F64(vec![0.0; t.numel()]),
+        ] {
+            let got = t.contiguous_storage_in(Some(other));
+            assert_eq!(got.dtype(), DType::F32);
+            assert_eq!((0..got.len()).map(|i| got.get(i)).collect::<Vec<_>>(), want);
+        }
+    }
+
+    #[test]
+    fn strided_copy_on_threads_writes_every_row_once() {
+        // Big enough for several row bands per thread, in a 3-thread pool; every layout
+        // (transposed, channels-last, reversed axes) against element-by-element reads.
+        let shape = [2, 3, 150, 70];
+        let n: usize = shape.iter().product();
+        let t = Tensor::from_f32((0..n).map(|i| i as f32).collect(), &shape).unwrap();
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(3)
+            .build()
+            .unwrap();
+        for order in [[0, 1, 3, 2], [0, 2, 3, 1], [3, 2, 1, 0], [1, 0, 2, 3]] {
+            let view = t.with_memory_order(&order).unwrap();
+            let got = pool.install(|| view.contiguous_storage());
+            let got: Vec<Scalar> = (0..n).map(|i| got.get(i)).collect();
+            assert_eq!(got, view.to_scalars(), "order {order:?}");
+        }
+    }
+
     #[test]
     fn strided_copy_matches_element_by_element_reads() {
         for shape in [

@@ -274,7 +274,7 @@ pub struct CompiledGraph {
     pub upgrades: Vec<Option<Arc<Upgrade>>>,
     /// Wall-clock milliseconds of the whole compile (passes, lowering, Cranelift).
     pub compile_ms: f64,
-    /// Per group: the stencil scheduler's block plans from earlier runs.
+    /// Per group: what runs keep for the next (block plans, scratch, input copies).
     plans: Vec<stencil::RunCache>,
 }
 
@@ -323,6 +323,13 @@ impl CompiledGraph {
     pub fn current_kernel(&self, i: usize) -> Option<&Arc<CpuKernel>> {
         let upgraded = self.upgrades.get(i).and_then(|u| u.as_ref()?.get());
         upgraded.or_else(|| self.kernels.get(i))
+    }
+
+    /// Frees the buffers runs keep for the next run: each kernel's scratch rows and the
+    /// contiguous copies of strided inputs. Returns the bytes freed. The next run allocates
+    /// them again (and faults their pages in); call it when the graph will sit idle.
+    pub fn release_buffers(&self) -> usize {
+        self.plans.iter().map(|p| p.release_buffers()).sum()
     }
 
     /// Waits up to `timeout` for every background compile; returns whether all finished.
