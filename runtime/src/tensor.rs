@@ -233,7 +233,16 @@ impl Tensor {
 
     /// True if the view is row-major contiguous from its offset.
     pub fn is_contiguous(&self) -> bool {
-        self.strides == contiguous_strides(&self.shape)
+        // `strides == contiguous_strides(shape)`, without allocating (the stencil scheduler
+        // asks once per block and input).
+        let mut expected = 1usize;
+        for (&len, &stride) in self.shape.iter().zip(&self.strides).rev() {
+            if stride != expected {
+                return false;
+            }
+            expected = expected.wrapping_mul(len);
+        }
+        true
     }
 
     /// Storage index of the element at `index` (one entry per axis).
