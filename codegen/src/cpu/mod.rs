@@ -60,7 +60,8 @@ pub struct RowSlot {
 /// Computes one output row of a stencil stage.
 ///
 /// * `rows[s]` points at column 0 of slot `s`'s source row (or, for a row outside the tensor
-///   under a constant border, at one element holding the constant, with `strides[s] == 0`);
+///   under a constant border, at a row of copies of the constant, or at one element holding
+///   it with `strides[s] == 0`);
 /// * `strides[s]` is that row's column stride in elements (any value, 0 included);
 /// * `out` points at column 0 of the output row, `out_stride` is its column stride in elements;
 /// * `width` is the number of columns (`>= 1`), the same for every source;

@@ -4,8 +4,8 @@
 //! innermost axis (`b, c, s1..s_{d-1}`), flattened row-major. Rows are split into blocks
 //! that run on rayon threads. For each row, each [`RowSlot`] of the stage becomes one
 //! pointer: the source row at the output row's outer coordinates plus the slot's outer
-//! offset, remapped under the slot's border (or a stride-0 pointer at the border constant, or
-//! at a 0/1 byte for [`SlotKind::OuterInRange`]).
+//! offset, remapped under the slot's border (or a row of the border constant, or a stride-0
+//! pointer at a 0/1 byte for [`SlotKind::OuterInRange`]).
 //!
 //! For multi-stage kernels a block first works backwards from its output rows to the rows of
 //! each earlier stage its slots reference (deduplicated, sorted; they may lie in other
@@ -71,7 +71,7 @@ enum Target {
     },
     /// A row of an earlier stage, by its flat row index.
     Stage { stage: usize, row: usize },
-    /// The border constant of the slot (stride 0).
+    /// The border constant of the slot (a row of it, see `Job::const_rows`).
     Constant,
     /// An `OuterInRange` answer.
     InRange(bool),
@@ -326,8 +326,14 @@ struct Job<'a> {
     shape: &'a [usize],
     /// Columns per row (the innermost axis).
     width: usize,
-    /// Per stage, per slot: the border constant's bytes (native order), for `Constant`.
-    consts: Vec<Vec<u64>>,
+    /// Per stage, per slot: which of `const_rows` a `Constant` target reads.
+    consts: Vec<Vec<usize>>,
+    /// One row of `width` elements per distinct border constant: rows outside the tensor
+    /// under a constant border read one of these with unit stride, so that the row
+    /// functions run their vector interiors there too (with a stride-0 single element they
+    /// took the scalar path at every column: about 12% of a median 3x3 on 256² planes,
+    /// whose first and last rows are such rows).
+    const_rows: Vec<Vec<u64>>,
     /// Per stage: the range `[lo, hi)` of the run axis (the last outer axis) where every
     /// slot's row offset along that axis stays inside the shape, so consecutive output rows
     /// read consecutive source rows (see [`Job::try_rows`]).
@@ -455,15 +461,18 @@ fn validate(
     Ok(())
 }
 
-/// The scalar's bytes in native order, in the low bytes of a u64 (so the address of the u64
-/// is the address of the element).
-fn scalar_word(s: Scalar) -> u64 {
+/// The scalar's bytes in native order, repeated to fill a u64: a run of these words is a
+/// row of the scalar (every element size divides 8).
+fn repeated_word(s: Scalar) -> u64 {
+    let one: &[u8] = &match s {
+        Scalar::F32(v) => v.to_ne_bytes().to_vec(),
+        Scalar::F64(v) => v.to_ne_bytes().to_vec(),
+        Scalar::U8(v) => vec![v],
+        Scalar::Bool(v) => vec![v as u8],
+    };
     let mut b = [0u8; 8];
-    match s {
-        Scalar::F32(v) => b[..4].copy_from_slice(&v.to_ne_bytes()),
-        Scalar::F64(v) => b.copy_from_slice(&v.to_ne_bytes()),
-        Scalar::U8(v) => b[0] = v,
-        Scalar::Bool(v) => b[0] = v as u8,
+    for (i, x) in b.iter_mut().enumerate() {
+        *x = one[i % one.len()];
     }
     u64::from_ne_bytes(b)
 }
@@ -504,6 +513,8 @@ pub(crate) fn run(
         inputs
     };
     let rows: usize = shape[..shape.len() - 1].iter().product();
+    let mut const_rows: Vec<Vec<u64>> = Vec::new();
+    let mut const_keys: Vec<(u64, usize)> = Vec::new();
     let consts = stages
         .iter()
         .map(|st| {
@@ -513,8 +524,18 @@ pub(crate) fn run(
                     SlotKind::Row {
                         border: Border::Constant(c),
                         ..
-                    } => scalar_word(*c),
-                    _ => 0,
+                    } => {
+                        let key = (repeated_word(*c), c.dtype().size_bytes());
+                        match const_keys.iter().position(|k| *k == key) {
+                            Some(i) => i,
+                            None => {
+                                const_keys.push(key);
+                                const_rows.push(vec![key.0; (width * key.1).div_ceil(8)]);
+                                const_rows.len() - 1
+                            }
+                        }
+                    }
+                    _ => usize::MAX,
                 })
                 .collect()
         })
@@ -547,6 +568,7 @@ pub(crate) fn run(
         shape,
         width,
         consts,
+        const_rows,
         interior,
         scratch_budget,
         block,
@@ -1387,6 +1409,11 @@ impl Job<'_> {
         (hi - y).min(max)
     }
 
+    /// The row of border constants that slot `s` of stage `j` reads outside the tensor.
+    fn const_row(&self, j: usize, s: usize) -> *const u8 {
+        self.const_rows[self.consts[j][s]].as_ptr() as *const u8
+    }
+
     /// What a row call passes for slot `s` of stage `j` resolved to `target`: its pointer,
     /// row step (bytes, to the same slot's row for the next output row along the run
     /// axis), column stride, and the input it reads (`None` for a constant or an in-range
@@ -1412,10 +1439,7 @@ impl Job<'_> {
                 let step = t.strides()[run_axis(self.shape)] * t.dtype().size_bytes();
                 Some((ptr, step as i64, stride, Some(i as usize)))
             }
-            Target::Constant => {
-                let p = &self.consts[j][s] as *const u64 as *const u8;
-                Some((p, 0, 0, None))
-            }
+            Target::Constant => Some((self.const_row(j, s), 0, 1, None)),
             Target::InRange(b) => Some((&IN_RANGE[b as usize] as *const u8, 0, 0, None)),
             Target::Stage { .. } => None,
         }
@@ -1534,7 +1558,7 @@ impl Job<'_> {
         for (s, slot) in stage.slots.iter().enumerate() {
             let (p, st) = match self.resolve(oc, slot) {
                 Target::Input { ptr, stride, .. } => (ptr, stride),
-                Target::Constant => (&self.consts[j][s] as *const u64 as *const u8, 0),
+                Target::Constant => (self.const_row(j, s), 1),
                 Target::InRange(b) => (&IN_RANGE[b as usize] as *const u8, 0),
                 Target::Stage { stage: k, row } => {
                     let p = plan
@@ -1560,9 +1584,9 @@ impl Job<'_> {
         }
         // SAFETY: `ptrs`/`strides` hold one entry per slot of `stage`, in slot order, as the
         // row function expects; each pointer is column 0 of a row of `width` elements with
-        // the given stride inside its tensor or scratch buffer (or a stride-0 single
-        // element), all of the dtypes the kernel was compiled for (checked by `validate` and
-        // the engine); `dst` has room for `width` contiguous elements of the stage's dtype;
+        // the given stride inside its tensor, scratch buffer or border-constant row (or a
+        // stride-0 in-range byte), all of the dtypes the kernel was compiled for (checked by
+        // `validate` and the engine); `dst` has room for `width` contiguous elements of the stage's dtype;
         // `width >= 1`. The function's code is alive: the caller holds the kernel.
         unsafe {
             (stage.func)(ptrs.as_ptr(), strides.as_ptr(), dst, 1, self.width as i64);
