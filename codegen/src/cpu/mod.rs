@@ -259,7 +259,7 @@ pub fn compile_clean(
 }
 
 /// Compiles the specialisation of `kernel` for clean inputs whose every float is finite with
-/// a clear sign bit (`+0` up to the largest finite float; see [`clean::nonneg_kernel`]):
+/// a clear sign bit (`+0` up to the largest finite float; see `clean::nonneg_kernel`):
 /// the clean specialisation with its plain picks of f32 vectors as integer minima and
 /// maxima of the bits. `None` when it does not apply (no plain pick, a float input that is
 /// not f32, or a negative clean constant). Its results equal `kernel`'s only on such inputs.

@@ -7,8 +7,8 @@
 //!
 //! Execution (see ARCHITECTURE.md, "CPU schedule"): groups run in partition order; each
 //! group writes a fresh contiguous tensor. Stencil kernels run row functions over blocks of
-//! output rows ([`stencil`]); scans and axis reductions run fold/combine functions over
-//! independent lines ([`along`]).
+//! output rows (`stencil`); scans and axis reductions run fold/combine functions over
+//! independent lines (`along`).
 
 mod along;
 mod stencil;
