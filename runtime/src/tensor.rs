@@ -382,7 +382,7 @@ pub fn first_difference(a: &Tensor, b: &Tensor) -> Option<String> {
 /// - otherwise each row is copied front to back.
 ///
 /// Measured (one thread, 2048x2048 f32): a transposed view took 10–12 ms with the earlier
-/// 32x32 tiles and 3.7–4.1 ms with 256-row bands of 8 columns (`cv2.transpose`: 3.6 ms).
+/// 32x32 tiles and 3.4–4.3 ms with 256-row bands of 8 columns (`cv2.transpose`: 3.6 ms).
 /// Every destination element is written exactly once.
 fn strided_copy_into<T: Copy + Send + Sync>(
     src: &[T],
