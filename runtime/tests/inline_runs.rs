@@ -1,7 +1,8 @@
-//! Small runs on the calling thread (`Engine::with_inline_work`, `INLINE_WORK`): the same
-//! bits as runs on the engine's threads and as eager, through every parallel loop of the
-//! fused runtime (multi-block stencils, both scan layouts, a strided input's copy, the
-//! clean-input check), and the choice follows the estimated work.
+//! Small runs on the calling thread (`Engine::with_inline_work`, `INLINE_WORK`, and the
+//! timed choice of engines without a fixed inline work): the same bits as runs on the
+//! engine's threads and as eager, through every parallel loop of the fused runtime
+//! (multi-block stencils, both scan layouts, a strided input's copy, the clean-input
+//! check), and where the runs go.
 
 mod common;
 
@@ -111,4 +112,38 @@ fn estimated_work_counts_elements_times_instructions() {
     // At least one instruction per element, and a 3x3 min needs more than that.
     assert!(c.estimated_work() > 2 * elems, "{}", c.estimated_work());
     assert!(c.estimated_work() >= INLINE_WORK);
+}
+
+#[test]
+fn small_graphs_stay_on_the_caller_and_slow_ones_move_to_the_threads() {
+    // Without a fixed inline work, an engine times each small graph's first runs on the
+    // calling thread: a tiny graph (a 3x3 minimum on 8x8, a microsecond or two) stays
+    // there, a graph whose runs take well over the 40 µs limit (a 15x15 minimum on 24
+    // planes of 32², 100–300 µs on the benchmark VM) goes to the threads after its three
+    // timed runs.
+    let erosion = |shape: [usize; 4], k: usize| {
+        let mut b = GraphBuilder::new();
+        let x = b.input(DType::F32, &shape).unwrap();
+        let fp = Footprint::scipy_box(&[k, k], &[0, 0]);
+        let e = b
+            .window_reduce(x, ReduceOp::Min, &fp, Border::Reflect)
+            .unwrap();
+        let g = b.finish(&[e]).unwrap();
+        let n: usize = shape.iter().product();
+        let data = (0..n).map(|i| (i % 97) as f32).collect();
+        (g, Tensor::from_storage(Storage::F32(data), &shape).unwrap())
+    };
+    for (shape, k, want_inline) in [([1, 1, 8, 8], 3, 10), ([8, 3, 32, 32], 15, 3)] {
+        let (g, input) = erosion(shape, k);
+        let engine = Engine::new().with_threads(2);
+        let c = engine.compile(&g).unwrap();
+        for _ in 0..10 {
+            c.run(&engine, std::slice::from_ref(&input)).unwrap();
+        }
+        assert_eq!(
+            engine.stats().inline_runs,
+            want_inline,
+            "{shape:?}, {k}x{k}"
+        );
+    }
 }

@@ -11,6 +11,7 @@
 //! independent lines (`along`).
 
 mod along;
+mod placement;
 mod stencil;
 mod tiers;
 pub use stencil::SCRATCH_BUDGET;
@@ -29,6 +30,7 @@ use kiln_ir::{Graph, NodeId, NodeKind};
 use crate::eager::check_inputs;
 use crate::tensor::{Storage, Tensor};
 use crate::RuntimeError;
+use placement::{Place, Placement};
 
 /// Counters of an [`Engine`]'s kernel cache.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -68,10 +70,13 @@ type CacheKey = (Kernel, CompileOptions);
 /// A cached kernel: its first compile and, when tiered, the background one.
 type Tiers = (Arc<CpuKernel>, Option<Arc<Upgrade>>);
 
-/// Runs of less [`CompiledGraph::estimated_work`] than this run on the calling thread (see
-/// `inline`): about 20 µs of work, the cost of handing a run to other threads here.
-/// Measured at 2 threads (median 3x3, 8x3 planes): 16² planes (0.4 M) 16 µs inline against
-/// 36 µs on the threads, 32² (1.7 M) 40 against 36, 64² (6.8 M) 109 against 72.
+/// The inline work of an engine that does not time runs: runs of less
+/// [`CompiledGraph::estimated_work`] go to the calling thread (see `inline`), about 20 µs
+/// of work. Engines time runs instead (see `placement`) unless built with
+/// [`Engine::with_inline_work`]; this fixed threshold is what they used before, kept for
+/// A/B runs (`with_inline_work(INLINE_WORK)`). Measured at 2 threads (median 3x3, 8x3
+/// planes): 16² planes (0.4 M) 16 µs inline against 36 µs on the threads, 32² (1.7 M) 40
+/// against 36, 64² (6.8 M) 109 against 72.
 pub const INLINE_WORK: u64 = 1 << 20;
 
 /// Compiles and runs graphs with fused kernels. Cheap to share between threads; compiled
@@ -82,6 +87,8 @@ pub struct Engine {
     stats: Mutex<EngineStats>,
     pool: Option<rayon::ThreadPool>,
     inline_work: u64,
+    /// Whether graphs of small work run where their timed runs put them (see `placement`).
+    adaptive: bool,
     scratch_budget: usize,
     window_doubling: bool,
     tiering: bool,
@@ -113,6 +120,7 @@ impl Engine {
             stats: Mutex::new(EngineStats::default()),
             pool: None,
             inline_work: INLINE_WORK,
+            adaptive: true,
             scratch_budget: stencil::SCRATCH_BUDGET,
             window_doubling: true,
             tiering: true,
@@ -126,10 +134,13 @@ impl Engine {
         self
     }
 
-    /// Runs of less estimated work than `work` run on the calling thread (default
-    /// [`INLINE_WORK`]; 0: only with one thread). Results do not depend on it, only speed.
+    /// Runs of less estimated work than `work` run on the calling thread, the others on the
+    /// engine's threads (0: only with one thread), always. Without this call, an engine
+    /// decides per graph from timed runs on the calling thread (see `placement`). Results do
+    /// not depend on it, only speed.
     pub fn with_inline_work(mut self, work: u64) -> Engine {
         self.inline_work = work;
+        self.adaptive = false;
         self
     }
 
@@ -200,6 +211,7 @@ impl Engine {
             upgrades,
             compile_ms: t0.elapsed().as_secs_f64() * 1e3,
             plans,
+            placement: Placement::default(),
         })
     }
 
@@ -247,17 +259,44 @@ impl Engine {
     }
 
     /// Runs `f` (a run of estimated `work`, see [`CompiledGraph::estimated_work`]) on the
-    /// engine's threads, or on the calling thread with every parallel loop sequential when
-    /// the engine has one thread or the work is below [`INLINE_WORK`] (see `inline`).
-    fn dispatch<R: Send>(&self, work: u64, f: impl FnOnce() -> R + Send) -> R {
-        if self.threads() <= 1 || work < self.inline_work {
-            lock(&self.stats).inline_runs += 1;
-            return crate::inline::run(f);
+    /// engine's threads, or on the calling thread with every parallel loop sequential (see
+    /// `inline`): there when the engine has one thread; else, below
+    /// `placement::MEASURED_MAX_WORK`, where `placement`'s timings put it; else on the
+    /// threads. An engine given a fixed inline work (`with_inline_work`) does not time runs:
+    /// below that work the caller, else the threads.
+    fn dispatch<R: Send>(
+        &self,
+        work: u64,
+        placement: &Placement,
+        f: impl FnOnce() -> R + Send,
+    ) -> R {
+        let (place, timed) = if self.threads() <= 1 {
+            (Place::Caller, false)
+        } else if !self.adaptive {
+            match work < self.inline_work {
+                true => (Place::Caller, false),
+                false => (Place::Threads, false),
+            }
+        } else if work < placement::MEASURED_MAX_WORK {
+            placement.choose()
+        } else {
+            (Place::Threads, false)
+        };
+        let start = Instant::now();
+        let result = match place {
+            Place::Caller => {
+                lock(&self.stats).inline_runs += 1;
+                crate::inline::run(f)
+            }
+            Place::Threads => match &self.pool {
+                Some(p) => p.install(f),
+                None => f(),
+            },
+        };
+        if self.adaptive && work < placement::MEASURED_MAX_WORK && self.threads() > 1 {
+            placement.record(timed.then(|| start.elapsed().as_secs_f64()));
         }
-        match &self.pool {
-            Some(p) => p.install(f),
-            None => f(),
-        }
+        result
     }
 }
 
@@ -276,6 +315,8 @@ pub struct CompiledGraph {
     pub compile_ms: f64,
     /// Per group: what runs keep for the next (block plans, scratch, input copies).
     plans: Vec<stencil::RunCache>,
+    /// Timed runs on the calling thread: where small runs go (see `placement`).
+    placement: Placement,
 }
 
 /// One empty plan cache per group of `partition`.
@@ -347,7 +388,7 @@ impl CompiledGraph {
     pub fn run(&self, engine: &Engine, inputs: &[Tensor]) -> Result<Vec<Tensor>, RuntimeError> {
         self.check_memory(inputs)?;
         let none = vec![None; self.optimized.outputs.len()];
-        engine.dispatch(self.estimated_work(), || {
+        engine.dispatch(self.estimated_work(), &self.placement, || {
             self.run_inner(engine, inputs, none)
         })
     }
@@ -393,7 +434,7 @@ impl CompiledGraph {
             })?;
             dest.push(Some(storage));
         }
-        engine.dispatch(self.estimated_work(), || {
+        engine.dispatch(self.estimated_work(), &self.placement, || {
             self.run_inner(engine, inputs, dest)
         })
     }
