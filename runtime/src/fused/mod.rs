@@ -270,15 +270,11 @@ impl Engine {
         placement: &Placement,
         f: impl FnOnce() -> R + Send,
     ) -> R {
-        let (place, timed) = if self.threads() <= 1 {
-            (Place::Caller, false)
-        } else if !self.adaptive {
-            match work < self.inline_work {
-                true => (Place::Caller, false),
-                false => (Place::Threads, false),
-            }
-        } else if work < placement::MEASURED_MAX_WORK {
+        let measured = self.threads() > 1 && self.adaptive && work < placement::MEASURED_MAX_WORK;
+        let (place, timed) = if measured {
             placement.choose()
+        } else if self.threads() <= 1 || (!self.adaptive && work < self.inline_work) {
+            (Place::Caller, false)
         } else {
             (Place::Threads, false)
         };
@@ -293,7 +289,7 @@ impl Engine {
                 None => f(),
             },
         };
-        if self.adaptive && work < placement::MEASURED_MAX_WORK && self.threads() > 1 {
+        if measured {
             placement.record(timed.then(|| start.elapsed().as_secs_f64()));
         }
         result

@@ -68,9 +68,8 @@ impl Placement {
             s.to_time = CALIBRATION_RUNS;
         }
         match s.decided {
-            _ if s.to_time > 0 => (Place::Caller, true),
-            Some(place) => (place, false),
-            None => (Place::Caller, true),
+            Some(place) if s.to_time == 0 => (place, false),
+            _ => (Place::Caller, true),
         }
     }
 
