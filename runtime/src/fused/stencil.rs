@@ -1949,6 +1949,49 @@ mod tests {
     }
 
     #[test]
+    fn strided_input_copies_are_kept_between_runs_and_reused() {
+        // A transposed input is copied to contiguous rows before the stages run, and the
+        // copy is kept. The next run must copy into the kept buffer (marked here by its
+        // capacity and NaN contents: a fresh allocation could land at the same address),
+        // and every run must equal the run on a contiguous copy.
+        let cache = RunCache::default();
+        let (h, w) = (45, 38);
+        let dense = Tensor::from_f32(data(h * w), &[1, 1, h, w]).unwrap();
+        let transposed = dense.with_memory_order(&[0, 1, 3, 2]).unwrap();
+        assert_ne!(transposed.strides()[3], 1, "the view must be strided");
+        let stages = sum3_chain(2, Border::Nearest);
+        let want = run_chain(&stages, &dense, SCRATCH_BUDGET, &RunCache::default());
+        let first = run_chain(&stages, &transposed, SCRATCH_BUDGET, &cache);
+        assert_eq!(crate::tensor::first_difference(&want, &first), None);
+        assert_eq!(lock_copies(&cache).len(), 1, "the copy was not kept");
+        let marked_capacity = h * w + 1000;
+        let mut marked = Vec::with_capacity(marked_capacity);
+        marked.resize(h * w, f32::NAN);
+        lock_copies(&cache)[0] = Storage::F32(marked);
+        let kept = |cache: &RunCache| -> Vec<(usize, usize)> {
+            lock_copies(cache)
+                .iter()
+                .map(|b| match b {
+                    Storage::F32(v) => (v.as_ptr() as usize, v.capacity()),
+                    _ => (0, 0),
+                })
+                .collect()
+        };
+        let marked = kept(&cache);
+        assert_eq!(marked[0].1, marked_capacity);
+        let second = run_chain(&stages, &transposed, SCRATCH_BUDGET, &cache);
+        assert_eq!(crate::tensor::first_difference(&want, &second), None);
+        assert_eq!(
+            kept(&cache),
+            marked,
+            "the second run copied into a new buffer"
+        );
+        // A contiguous input is not copied, and leaves the kept copy alone.
+        run_chain(&stages, &dense, SCRATCH_BUDGET, &cache);
+        assert_eq!(kept(&cache), marked);
+    }
+
+    #[test]
     fn block_plans_are_kept_per_shape_chunk_and_kernel() {
         // One cache across kernels, shapes and chunk sizes, revisiting each: every run must
         // equal a run with an empty cache (a plan of another key would compute other rows).
