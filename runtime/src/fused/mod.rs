@@ -100,9 +100,10 @@ impl Default for Engine {
     }
 }
 
+/// Locks `m`, also when another thread panicked while holding it: every mutex of the fused
+/// runtime guards state that each update writes whole (a cache entry, a counter, a kept
+/// buffer, a placement decision, a condition flag), so a poisoned lock is still usable.
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    // A panic while holding the lock cannot leave the cache or the counters inconsistent
-    // (each update is one insert or one field write), so a poisoned lock is still usable.
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 

@@ -16,6 +16,8 @@
 
 use std::sync::Mutex;
 
+use super::lock;
+
 /// Graphs of more estimated work always run on the threads: a median 3x3 at 320² (about
 /// 7 M units) takes 60–100 µs on one thread, where the hand-over is already small.
 pub(crate) const MEASURED_MAX_WORK: u64 = 8 << 20;
@@ -63,7 +65,7 @@ struct State {
 impl Placement {
     /// Where the next run goes, and whether it is timed (pass its time to [`Self::record`]).
     pub(crate) fn choose(&self) -> (Place, bool) {
-        let mut s = self.lock();
+        let mut s = lock(&self.state);
         if s.to_time == 0 && (s.decided.is_none() || s.runs.is_multiple_of(RECHECK_EVERY)) {
             s.to_time = CALIBRATION_RUNS;
         }
@@ -75,7 +77,7 @@ impl Placement {
 
     /// Counts a run; `secs` is its time when [`Self::choose`] asked for it.
     pub(crate) fn record(&self, secs: Option<f64>) {
-        let mut s = self.lock();
+        let mut s = lock(&self.state);
         s.runs += 1;
         let Some(secs) = secs else { return };
         let best = s.best.map_or(secs, |b| b.min(secs));
@@ -90,11 +92,6 @@ impl Placement {
             Place::Threads
         });
         s.best = None;
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
-        // Each update writes whole fields, so a poisoned lock is still consistent.
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 }
 

@@ -32,6 +32,7 @@ use kiln_ir::semantics::remap_index;
 use kiln_ir::{Border, DType, Scalar};
 use rayon::prelude::*;
 
+use super::lock;
 use crate::tensor::{Storage, Tensor};
 use crate::RuntimeError;
 
@@ -127,12 +128,12 @@ impl RunCache {
     /// Frees the kept scratch pools and input copies (the block plans stay: they are small);
     /// returns the bytes freed.
     pub(crate) fn release_buffers(&self) -> usize {
-        let scratch: usize = std::mem::take(&mut *lock_pools(self))
+        let scratch: usize = std::mem::take(&mut *lock(&self.pools))
             .iter()
             .flatten()
             .map(|b| b.capacity() * std::mem::size_of::<u64>())
             .sum();
-        let copies: usize = std::mem::take(&mut *lock_copies(self))
+        let copies: usize = std::mem::take(&mut *lock(&self.copies))
             .iter()
             .map(|b| b.len() * b.dtype().size_bytes())
             .sum();
@@ -168,7 +169,7 @@ impl<'a> CopyLease<'a> {
                 continue;
             }
             let reuse = {
-                let mut kept = lock_copies(home);
+                let mut kept = lock(&home.copies);
                 let fits = |b: &Storage| b.dtype() == t.dtype() && b.len() == t.numel();
                 kept.iter().position(fits).map(|i| kept.swap_remove(i))
             };
@@ -182,7 +183,7 @@ impl<'a> CopyLease<'a> {
 
 impl Drop for CopyLease<'_> {
     fn drop(&mut self) {
-        let mut kept = lock_copies(self.home);
+        let mut kept = lock(&self.home.copies);
         for (t, &copied) in std::mem::take(&mut self.inputs)
             .into_iter()
             .zip(&self.copied)
@@ -194,11 +195,6 @@ impl Drop for CopyLease<'_> {
             }
         }
     }
-}
-
-/// The cache's kept input copies (a poisoned lock: see [`lock_pools`]).
-fn lock_copies(cache: &RunCache) -> std::sync::MutexGuard<'_, Vec<Storage>> {
-    cache.copies.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// Scratch pools a [`RunCache`] keeps at most (more are freed when given back): about the
@@ -214,24 +210,18 @@ struct PoolLease<'a> {
 
 impl<'a> PoolLease<'a> {
     fn take(home: &'a RunCache) -> PoolLease<'a> {
-        let pool = lock_pools(home).pop().unwrap_or_default();
+        let pool = lock(&home.pools).pop().unwrap_or_default();
         PoolLease { pool, home }
     }
 }
 
 impl Drop for PoolLease<'_> {
     fn drop(&mut self) {
-        let mut pools = lock_pools(self.home);
+        let mut pools = lock(&self.home.pools);
         if pools.len() < CACHED_POOLS {
             pools.push(std::mem::take(&mut self.pool));
         }
     }
-}
-
-/// The cache's pools. A poisoned lock only means another run panicked while holding it;
-/// the pools hold whole buffers, so they are still usable.
-fn lock_pools(cache: &RunCache) -> std::sync::MutexGuard<'_, Vec<Vec<Scratch>>> {
-    cache.pools.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// The plans of one kernel at one shape.
@@ -784,10 +774,8 @@ impl Job<'_> {
                     .zip(self.stages)
                     .all(|(a, st)| *a == st.slots)
         };
-        // A poisoned lock only means another run panicked while holding it; the cache
-        // holds whole plans or nothing, so it is still usable.
-        let lock = || self.plans.plans.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(p) = lock()
+        let plans = || lock(&self.plans.plans);
+        if let Some(p) = plans()
             .iter()
             .find(|e| same(e))
             .and_then(|e| e.plans.get(b).cloned().flatten())
@@ -795,7 +783,7 @@ impl Job<'_> {
             return p;
         }
         let plan = Arc::new(self.plan_block(r0, r1, chunk));
-        let mut cache = lock();
+        let mut cache = plans();
         let at = match cache.iter().position(&same) {
             Some(at) => at,
             None => {
@@ -1916,7 +1904,7 @@ mod tests {
         let stages = sum3_chain(3, Border::Reflect);
         let go = |cache: &RunCache| run_chain(&stages, &t, SCRATCH_BUDGET, cache);
         let buffers = |cache: &RunCache| -> Vec<usize> {
-            let mut v: Vec<usize> = lock_pools(cache)
+            let mut v: Vec<usize> = lock(&cache.pools)
                 .iter()
                 .flatten()
                 .map(|b| b.as_ptr() as usize)
@@ -1963,13 +1951,13 @@ mod tests {
         let want = run_chain(&stages, &dense, SCRATCH_BUDGET, &RunCache::default());
         let first = run_chain(&stages, &transposed, SCRATCH_BUDGET, &cache);
         assert_eq!(crate::tensor::first_difference(&want, &first), None);
-        assert_eq!(lock_copies(&cache).len(), 1, "the copy was not kept");
+        assert_eq!(lock(&cache.copies).len(), 1, "the copy was not kept");
         let marked_capacity = h * w + 1000;
         let mut marked = Vec::with_capacity(marked_capacity);
         marked.resize(h * w, f32::NAN);
-        lock_copies(&cache)[0] = Storage::F32(marked);
+        lock(&cache.copies)[0] = Storage::F32(marked);
         let kept = |cache: &RunCache| -> Vec<(usize, usize)> {
-            lock_copies(cache)
+            lock(&cache.copies)
                 .iter()
                 .map(|b| match b {
                     Storage::F32(v) => (v.as_ptr() as usize, v.capacity()),

@@ -3,9 +3,10 @@
 //! budget when the default one held some stage's code back (smaller vector-loop steps, no
 //! carried values, fewer edge vectors), and with its specialisation for clean inputs
 //! (`cpu::compile_clean`) when it has one, attached to the first compile's code when no
-//! bigger budget is needed. Runs use the second compile as soon as it is ready. Both compiles give the same
-//! bits (the step size of the shared vector loop differs, and the clean specialisation runs
-//! only on inputs checked clean), so which one a run uses changes its speed only.
+//! bigger budget is needed. Runs use the second compile as soon as it is ready. Both
+//! compiles give the same bits (the step size of the shared vector loop differs, and the
+//! clean specialisation runs only on inputs checked clean), so which one a run uses changes
+//! its speed only.
 //!
 //! A run picks its kernel once, at the start, and holds its `Arc`: a compile that lands
 //! mid-run is used from the next run on, and neither compiled kernel is freed while a run
@@ -108,7 +109,7 @@ impl Upgrade {
         let _ = self.done.set(compiled);
         // Hold the lock while notifying so a waiter between its check and its wait cannot
         // miss the wake-up.
-        let _guard = self.lock.lock().unwrap_or_else(|e| e.into_inner());
+        let _guard = super::lock(&self.lock);
         self.ready.notify_all();
     }
 
@@ -125,7 +126,7 @@ impl Upgrade {
     /// Waits up to `timeout` for the background compile; returns whether it finished.
     pub fn wait(&self, timeout: Duration) -> bool {
         let deadline = Instant::now() + timeout;
-        let mut guard = self.lock.lock().unwrap_or_else(|e| e.into_inner());
+        let mut guard = super::lock(&self.lock);
         while !self.is_finished() {
             let now = Instant::now();
             if now >= deadline {
