@@ -1574,8 +1574,9 @@ impl Job<'_> {
         // row function expects; each pointer is column 0 of a row of `width` elements with
         // the given stride inside its tensor, scratch buffer or border-constant row (or a
         // stride-0 in-range byte), all of the dtypes the kernel was compiled for (checked by
-        // `validate` and the engine); `dst` has room for `width` contiguous elements of the stage's dtype;
-        // `width >= 1`. The function's code is alive: the caller holds the kernel.
+        // `validate` and the engine); `dst` has room for `width` contiguous elements of the
+        // stage's dtype; `width >= 1`. The function's code is alive: the caller holds the
+        // kernel.
         unsafe {
             (stage.func)(ptrs.as_ptr(), strides.as_ptr(), dst, 1, self.width as i64);
         }
