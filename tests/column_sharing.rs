@@ -167,3 +167,137 @@ fn sharing_is_used_by_the_median_and_off_when_asked() {
     .unwrap();
     assert!(!off.kernels[0].describe().contains("shared across columns"));
 }
+
+/// A u8 tensor of `shape`: the full range, or three values (heavy ties).
+fn u8_tensor(shape: &[usize], ties: bool, seed: u64) -> kiln::Tensor {
+    let mut rng = common::Rng(seed);
+    let n: usize = shape.iter().product();
+    let v: Vec<u8> = (0..n)
+        .map(|_| {
+            if ties {
+                [0u8, 7, 255][rng.below(3)]
+            } else {
+                rng.below(256) as u8
+            }
+        })
+        .collect();
+    kiln::Tensor::from_u8(v, shape).unwrap()
+}
+
+/// The same on the 16-lane byte path (u8 and bool stages, `bytevec`): with sharing, without
+/// it, with the background compile's budget and without carried values, every width from 1
+/// to 160 (shared steps of up to 8 vectors of 16 columns, the redone last step, the
+/// one-vector loop, scalar border columns) and the strided layouts agree with eager.
+#[test]
+fn byte_path_sharing_changes_no_bit_at_any_width() {
+    let p = |kv: &[(&str, &str)]| -> Vec<(String, String)> {
+        kv.iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    };
+    type Case = (&'static str, DType, Vec<(String, String)>);
+    let cases: Vec<Case> = vec![
+        ("median_filter", DType::U8, p(&[("size", "3")])),
+        (
+            "median_filter",
+            DType::U8,
+            p(&[("size", "5"), ("mode", "constant"), ("cval", "9")]),
+        ),
+        (
+            "grey_erosion",
+            DType::U8,
+            p(&[("size", "15"), ("mode", "nearest")]),
+        ),
+        (
+            "grey_dilation",
+            DType::U8,
+            p(&[("size", "7"), ("mode", "constant"), ("cval", "200")]),
+        ),
+        (
+            "grey_opening",
+            DType::U8,
+            p(&[("size", "5"), ("mode", "wrap")]),
+        ),
+        ("binary_erosion", DType::Bool, p(&[])),
+        (
+            "binary_erosion",
+            DType::Bool,
+            p(&[("structure", "1,1,1,1,1;1,1,1,1,1"), ("border_value", "1")]),
+        ),
+    ];
+    let engines = [
+        ("shared", Engine::new()),
+        (
+            "unshared",
+            Engine::with_options(CompileOptions {
+                no_column_sharing: true,
+                ..Default::default()
+            }),
+        ),
+        (
+            "big",
+            Engine::with_options(CompileOptions {
+                step_code_budget: Some(3000),
+                ..Default::default()
+            }),
+        ),
+        (
+            "recomputed",
+            Engine::with_options(CompileOptions {
+                no_carried_values: true,
+                ..Default::default()
+            }),
+        ),
+    ];
+    let mut shared_kernels = 0;
+    for (op, dtype, params) in &cases {
+        for w in (1..=80usize).chain([95, 127, 128, 129, 143, 160]) {
+            let shape = [1, 1, 5, w];
+            let ty = TensorType {
+                dtype: *dtype,
+                shape: shape.to_vec(),
+            };
+            let graph = kiln::ops::build_op(op, params, &ty)
+                .unwrap_or_else(|e| panic!("{op} {params:?}: {e}"));
+            if w == 160 {
+                let c = engines[0].1.compile(&graph).unwrap();
+                shared_kernels += c
+                    .kernels
+                    .iter()
+                    .filter(|k| k.describe().contains("I8X16 (when strides are 1), "))
+                    .filter(|k| k.describe().contains("shared across columns"))
+                    .count();
+            }
+            for variant in 0..2u64 {
+                let seed = (w as u64) * 7 + variant;
+                let x = match dtype {
+                    DType::Bool => common::bool_tensor(&shape, variant == 0, seed),
+                    _ => u8_tensor(&shape, variant == 1, seed),
+                };
+                let want = eager::run(&graph, std::slice::from_ref(&x)).unwrap();
+                for (name, engine) in &engines {
+                    let got = engine.run(&graph, std::slice::from_ref(&x)).unwrap();
+                    if let Some(d) = first_difference(&want[0], &got[0]) {
+                        panic!("{op} {params:?} width {w} variant {variant} {name}: {d}");
+                    }
+                }
+                if w % 16 == 5 || w == 160 {
+                    for (layout, view) in common::layouts(&x) {
+                        let got = engines[0]
+                            .1
+                            .run(&graph, std::slice::from_ref(&view))
+                            .unwrap();
+                        if let Some(d) = first_difference(&want[0], &got[0]) {
+                            panic!("{op} {params:?} width {w} {layout}: {d}");
+                        }
+                    }
+                }
+            }
+        }
+    }
+    // The comparison above only means something if the byte path shared work.
+    assert!(
+        shared_kernels >= 5,
+        "only {shared_kernels} byte-path kernels shared work between columns"
+    );
+}

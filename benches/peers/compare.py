@@ -144,13 +144,15 @@ def size4(k):
 CROSS = np.array([[0, 1, 0], [1, 1, 1], [0, 1, 0]], dtype=bool)
 
 
-def numpy_window(x, k, reduce):
+def numpy_window(x, k, reduce, mode=None):
     """Sliding-window reduction with numpy only: pad (scipy 'reflect' = numpy 'symmetric' for
-    min/max; zeros for kornia's median) then reduce a [.., H, W, k, k] window view."""
+    min/max; zeros for kornia's median; `mode` overrides) then reduce a [.., H, W, k, k]
+    window view."""
     from numpy.lib.stride_tricks import sliding_window_view
 
     r = k // 2
-    mode = "constant" if reduce == "median" else "symmetric"
+    if mode is None:
+        mode = "constant" if reduce == "median" else "symmetric"
     p = np.pad(x, ((0, 0), (0, 0), (r, r), (r, r)), mode=mode)
     v = sliding_window_view(p, (k, k), axis=(2, 3))
     if reduce == "median":
@@ -216,6 +218,20 @@ def peers_for(name, k_or_size):
     k = k_or_size
     r = k // 2
     P = []
+    # 8-bit workloads: the same operators on u8 (no kornia: it takes float tensors). The
+    # medians are scipy's median_filter with mode 'nearest', OpenCV medianBlur's border.
+    u8 = name.startswith("u8_")
+    if u8:
+        name = name[len("u8_"):]
+    if u8 and name.startswith("median"):
+        if scipy_ndimage is not None:
+            P.append(("scipy", lambda x: scipy_ndimage.median_filter(x, size=size4(k), mode="nearest"), "exact"))
+        if cv2 is not None:
+            f = lambda x, out=None: per_plane(lambda p, o: cv2.medianBlur(p, k, dst=o), x, out)  # noqa: E731
+            P.append(("opencv", f, "exact"))
+            P.append(("opencv*", reused(f), "exact"))
+        P.append(("numpy", lambda x: numpy_window(x, k, "median", mode="edge"), "exact"))
+        return P
     if name.startswith("median"):
         if scipy_ndimage is not None:
             P.append(("scipy", lambda x: scipy_ndimage.median_filter(x, size=size4(k), mode="constant", cval=0.0), "exact"))
@@ -235,7 +251,7 @@ def peers_for(name, k_or_size):
             P.append(("opencv", f, "exact"))
             P.append(("opencv*", reused(f), "exact"))
         P.append(("numpy", lambda x: numpy_window(x, k, "min"), "exact"))
-        if kornia is not None:
+        if kornia is not None and not u8:
             P.append(("kornia", "erosion", "exact"))
     elif name.startswith("opening"):
         if scipy_ndimage is not None:
@@ -247,7 +263,7 @@ def peers_for(name, k_or_size):
             P.append(("opencv", f, "exact"))
             P.append(("opencv*", reused(f), "exact"))
         P.append(("numpy", lambda x: numpy_window(numpy_window(x, k, "min"), k, "max"), "exact"))
-        if kornia is not None:
+        if kornia is not None and not u8:
             P.append(("kornia", "opening", "exact"))
     elif name.startswith("binary_erosion"):
         if scipy_ndimage is not None:

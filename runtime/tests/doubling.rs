@@ -1,6 +1,6 @@
 //! Window doubling (`kiln_ir::passes::doubling`): a min/max window of `k` planes (along the
-//! depth of a volume: f32 windows along the rows of an image are left to the CPU backend's
-//! row blocks, see `row_blocks.rs`) becomes a chain of two-read windows under `nearest`.
+//! depth of a volume: f32 and u8 windows along the rows of an image are left to the CPU
+//! backend's row blocks, see `row_blocks.rs`) becomes a chain of two-read windows under `nearest`.
 //! Checked bit for bit against the eager oracle
 //! on the un-optimised graph, for every depth from 1 to 24 (so windows that cross one end,
 //! both ends, or neither), every eligible border (constants of both zero signs, both
@@ -105,14 +105,21 @@ fn ineligible_windows_are_left_alone() {
         window_graph(&shape, ReduceOp::Sum, &[15, 1, 1], Border::Reflect),
         // Along the innermost axis the CPU backend shares in registers instead.
         window_graph(&shape, ReduceOp::Min, &[1, 1, 15], Border::Reflect),
-        // Along the run axis (rows) f32 windows are computed in row blocks instead.
+        // Along the run axis (rows) f32 and u8 windows are computed in row blocks instead.
         window_graph(&shape, ReduceOp::Min, &[1, 15, 1], Border::Reflect),
         window_graph(&[1, 1, 20, 20], ReduceOp::Max, &[15, 1], Border::Reflect),
+        window_graph_of(
+            DType::U8,
+            &[1, 1, 20, 20],
+            ReduceOp::Min,
+            &[15, 1],
+            Border::Reflect,
+        ),
     ];
     for g in &cases {
         assert_eq!(links(&optimize(g)), 0, "{g:?}");
     }
-    // Other dtypes along the rows are still doubled (the row blocks are f32 only).
+    // f64 along the rows is still doubled (the row blocks are f32, u8 and bool only).
     let g = window_graph_of(
         DType::F64,
         &[1, 1, 20, 20],

@@ -125,3 +125,96 @@ fn a_single_special_reaches_exactly_its_windows() {
         }
     }
 }
+
+/// One window reduction of `x` (of `dtype`) over a `ky x kx` scipy box.
+fn window_graph_of(
+    dtype: DType,
+    shape: &[usize],
+    op: ReduceOp,
+    ky: usize,
+    kx: usize,
+    border: Border,
+) -> Graph {
+    let mut b = GraphBuilder::new();
+    let x = b.input(dtype, shape).unwrap();
+    let fp = Footprint::scipy_box(&[ky, kx], &[0, 0]);
+    let w = b.window_reduce(x, op, &fp, border).unwrap();
+    b.finish(&[w]).unwrap()
+}
+
+/// Bytes of `shape`: u8 over the full range or three values, or random bools.
+fn byte_data(dtype: DType, shape: &[usize], seed: u64, ties: bool) -> Tensor {
+    let n: usize = shape.iter().product();
+    let mut s = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+    let mut next = move || {
+        s ^= s << 13;
+        s ^= s >> 7;
+        s ^= s << 17;
+        s
+    };
+    let bytes: Vec<u8> = (0..n)
+        .map(|_| match (dtype, ties) {
+            (DType::Bool, _) => (next() % 2) as u8,
+            (_, true) => [0u8, 9, 255][(next() % 3) as usize],
+            _ => next() as u8,
+        })
+        .collect();
+    let st = match dtype {
+        DType::Bool => Storage::Bool(bytes),
+        _ => Storage::U8(bytes),
+    };
+    Tensor::from_storage(st, shape).unwrap()
+}
+
+/// The same on the 16-lane byte path: u8 minima and maxima and bool `all`/`any` windows
+/// along the rows are blocked too (bools as the bytes 0 and 1), and match the eager oracle
+/// for windows of 2 to 17 rows, heights that leave a partial last block or fewer rows than
+/// a block, widths below one 16-column vector and with a partial last vector, every border,
+/// unchunked and in chunks of one row.
+#[test]
+fn byte_row_blocks_match_eager() {
+    let engines = [Engine::new(), Engine::new().with_scratch_budget(1)];
+    let cases = [
+        (DType::U8, ReduceOp::Min),
+        (DType::U8, ReduceOp::Max),
+        (DType::Bool, ReduceOp::All),
+        (DType::Bool, ReduceOp::Any),
+    ];
+    for (dtype, op) in cases {
+        let g = window_graph_of(dtype, &[1, 1, 64, 64], op, 15, 1, Border::Reflect);
+        let c = engines[0].compile(&g).unwrap();
+        let plan: String = c.kernels.iter().map(|k| k.describe()).collect();
+        assert!(plan.contains(BLOCKED), "{dtype} {op:?}:\n{plan}");
+        let (lo, hi) = match dtype {
+            DType::Bool => (Scalar::Bool(false), Scalar::Bool(true)),
+            _ => (Scalar::U8(0), Scalar::U8(255)),
+        };
+        for (ky, kx) in [(2, 1), (5, 3), (8, 1), (15, 1), (17, 3)] {
+            for border in [
+                Border::Nearest,
+                Border::Reflect,
+                Border::Mirror,
+                Border::Wrap,
+                Border::Constant(lo),
+                Border::Constant(hi),
+            ] {
+                for (h, w) in [(1, 17), (7, 16), (9, 33), (17, 5), (40, 37)] {
+                    let shape = [1, 2, h, w];
+                    let g = window_graph_of(dtype, &shape, op, ky, kx, border);
+                    let what = format!("{dtype} {op:?} {ky}x{kx} {border} {h}x{w}");
+                    for (e, engine) in engines.iter().enumerate() {
+                        let compiled = engine.compile(&g).unwrap();
+                        for ties in [false, true] {
+                            let x = byte_data(dtype, &shape, (h * 31 + w) as u64, ties);
+                            let want = eager::run(&g, std::slice::from_ref(&x)).unwrap();
+                            let got = compiled.run(engine, std::slice::from_ref(&x)).unwrap();
+                            if let Some(d) = first_difference(&want[0], &got[0]) {
+                                panic!("{what} engine {e} ties {ties}: differ at {d}");
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+}

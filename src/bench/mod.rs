@@ -108,7 +108,7 @@ impl Workload {
 
 /// The workloads of the performance issue, in its table's order.
 pub fn workloads() -> Vec<Workload> {
-    use DType::{Bool, F32};
+    use DType::{Bool, F32, U8};
     let img = [1, 1, 2048, 2048];
     vec![
         Workload::new("median3_2048", "median_blur", &[("k", "3")], F32, &img, 1),
@@ -153,6 +153,49 @@ pub fn workloads() -> Vec<Workload> {
             F32,
             &[1000, 128, 28, 28],
             8,
+        ),
+        // 8-bit images, OpenCV's most common input: scipy's median filter with replicated
+        // edges (OpenCV medianBlur's border), erosion and openings. Beyond the issue's f32
+        // table; they exercise the 16-lane byte path.
+        Workload::new(
+            "u8_median3_2048",
+            "median_filter",
+            &[("size", "3"), ("mode", "nearest")],
+            U8,
+            &img,
+            9,
+        ),
+        Workload::new(
+            "u8_median5_2048",
+            "median_filter",
+            &[("size", "5"), ("mode", "nearest")],
+            U8,
+            &img,
+            10,
+        ),
+        Workload::new(
+            "u8_erosion15_2048",
+            "grey_erosion",
+            &[("size", "15")],
+            U8,
+            &img,
+            11,
+        ),
+        Workload::new(
+            "u8_opening3_2048",
+            "grey_opening",
+            &[("size", "3")],
+            U8,
+            &img,
+            12,
+        ),
+        Workload::new(
+            "u8_opening15_2048",
+            "grey_opening",
+            &[("size", "15")],
+            U8,
+            &img,
+            13,
         ),
     ]
 }

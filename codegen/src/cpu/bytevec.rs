@@ -9,11 +9,14 @@
 //! Every op here is exact lane-wise integer arithmetic with the scalar path's meaning
 //! (wrapping u8 add/sub/neg, unsigned compares), so the two paths agree bit for bit.
 
+use std::collections::{BTreeMap, BTreeSet};
+
 use cranelift_codegen::ir::condcodes::IntCC;
-use cranelift_codegen::ir::{types, InstBuilder, Value};
+use cranelift_codegen::ir::{types, ConstantData, InstBuilder, Value};
 use cranelift_frontend::FunctionBuilder;
 use kiln_ir::{BinaryOp, DType, Scalar, UnaryOp};
 
+use super::shift::ShiftPlan;
 use super::values::mem;
 use crate::kernel::{Op, Stage};
 use crate::CodegenError;
@@ -110,163 +113,389 @@ impl Em<'_, '_> {
     }
 }
 
+/// What the byte path reads: per-slot row pointers and in-range bytes, the slot of each
+/// load and outer in-range test, and the planted comparator fault's swaps.
+pub(crate) struct Rows<'a> {
+    /// Slot per instruction (loads; in-range tests with an outer offset).
+    pub(crate) slot_of: &'a [Option<usize>],
+    /// Row pointer per slot.
+    pub(crate) ptr: &'a [Value],
+    /// In-range byte per slot (`OuterInRange` slots).
+    pub(crate) flag: &'a [Value],
+    /// Min and max exchanged (the planted fault).
+    pub(crate) swapped: &'a [bool],
+}
+
 /// Emits sixteen columns of `stage` at column `x` (every column and every `x + dx` of the
-/// interior, unit strides). `ptr` and `flag` are the per-slot row pointers and in-range
-/// bytes, `slot_of` maps loads and outer in-range tests to slots; `swapped` marks the
-/// planted comparator fault. Returns the 16 result bytes (bools as 0/1).
+/// interior, unit strides). Returns the 16 result bytes (bools as 0/1).
 pub(crate) fn body(
     b: &mut FunctionBuilder,
     stage: &Stage,
-    slot_of: &[Option<usize>],
-    ptr: &[Value],
-    flag: &[Value],
-    swapped: &[bool],
+    rows: &Rows,
     x: Value,
 ) -> Result<Value, CodegenError> {
     let mut em = Em { b, one: None };
-    let mut vals: Vec<BVal> = Vec::with_capacity(stage.insts.len());
-    for (i, inst) in stage.insts.iter().enumerate() {
-        let v = match &inst.op {
-            Op::Load { offset, .. } => {
-                let s = slot_of[i].ok_or_else(|| bad("load without slot"))?;
-                let dx = *offset.last().expect("validated offset");
-                let addr = em.b.ins().iadd(ptr[s], x);
-                let v = match i32::try_from(dx) {
-                    Ok(o) => em.b.ins().load(types::I8X16, mem(), addr, o),
-                    Err(_) => {
-                        let addr = em.b.ins().iadd_imm_s(addr, dx);
-                        em.b.ins().load(types::I8X16, mem(), addr, 0)
-                    }
-                };
+    let mut vals: Vec<Option<BVal>> = vec![None; stage.insts.len()];
+    for i in 0..stage.insts.len() {
+        vals[i] = Some(emit_inst(&mut em, stage, rows, i, x, &mut vals)?);
+    }
+    let mut r = get(&vals, stage.result.0 as usize)?;
+    Ok(em.lanes(&mut r))
+}
+
+/// An operand already emitted.
+fn get(vals: &[Option<BVal>], i: usize) -> Result<BVal, CodegenError> {
+    vals.get(i)
+        .copied()
+        .flatten()
+        .ok_or_else(|| bad(format!("value {i} used before it is emitted")))
+}
+
+/// Emits instruction `i` at column `x` from its operands in `vals` (which keep the lane
+/// and mask forms computed for them on the way).
+fn emit_inst(
+    em: &mut Em,
+    stage: &Stage,
+    rows: &Rows,
+    i: usize,
+    x: Value,
+    vals: &mut [Option<BVal>],
+) -> Result<BVal, CodegenError> {
+    let inst = &stage.insts[i];
+    let v = match &inst.op {
+        Op::Load { offset, .. } => {
+            let s = rows.slot_of[i].ok_or_else(|| bad("load without slot"))?;
+            let dx = *offset.last().expect("validated offset");
+            let addr = em.b.ins().iadd(rows.ptr[s], x);
+            let v = match i32::try_from(dx) {
+                Ok(o) => em.b.ins().load(types::I8X16, mem(), addr, o),
+                Err(_) => {
+                    let addr = em.b.ins().iadd_imm_s(addr, dx);
+                    em.b.ins().load(types::I8X16, mem(), addr, 0)
+                }
+            };
+            BVal::lanes(v)
+        }
+        Op::InRange(_) => match rows.slot_of[i] {
+            Some(s) => {
+                let v = em.b.ins().splat(types::I8X16, rows.flag[s]);
                 BVal::lanes(v)
             }
-            Op::InRange(_) => match slot_of[i] {
-                Some(s) => {
-                    let v = em.b.ins().splat(types::I8X16, flag[s]);
-                    BVal::lanes(v)
-                }
-                None => em.konst(true),
-            },
-            Op::Const(Scalar::U8(c)) => BVal::lanes(em.splat(*c as i64)),
-            Op::Const(Scalar::Bool(c)) => em.konst(*c),
-            Op::Const(c) => return Err(bad(format!("constant {c} on the byte path"))),
-            Op::Unary(op, a) => {
-                let mut va = vals[a.0 as usize];
-                let r = match op {
-                    UnaryOp::Not => match va.known {
-                        Some(k) => em.konst(!k),
-                        None => {
-                            let one = em.one();
-                            let l = em.lanes(&mut va);
-                            BVal::lanes(em.b.ins().bxor(l, one))
-                        }
-                    },
-                    UnaryOp::Neg => {
-                        let l = em.lanes(&mut va);
-                        BVal::lanes(em.b.ins().ineg(l))
-                    }
-                    UnaryOp::Abs => va,
-                    _ => return Err(bad(format!("{op:?} on the byte path"))),
-                };
-                vals[a.0 as usize] = va;
-                r
-            }
-            Op::Binary(op, a, c) => {
-                let (ai, ci) = (a.0 as usize, c.0 as usize);
-                let (mut va, mut vc) = (vals[ai], vals[ci]);
-                let d = stage.insts[ai].dtype;
-                let op = match (swapped[i], *op) {
-                    (true, BinaryOp::Min) => BinaryOp::Max,
-                    (true, BinaryOp::Max) => BinaryOp::Min,
-                    (_, op) => op,
-                };
-                let logic = match (op, d) {
-                    (BinaryOp::And, _) | (BinaryOp::Min, DType::Bool) => Some(true),
-                    (BinaryOp::Or, _) | (BinaryOp::Max, DType::Bool) => Some(false),
-                    _ => None,
-                };
-                let r = if let Some(is_and) = logic {
-                    // Fold a known side: `x & 1 = x`, `x & 0 = 0`, `x | 0 = x`, `x | 1 = 1`.
-                    match (va.known, vc.known) {
-                        (Some(k), _) if k != is_and => em.konst(k),
-                        (_, Some(k)) if k != is_and => em.konst(k),
-                        (Some(_), _) => vc,
-                        (_, Some(_)) => va,
-                        _ => {
-                            let (la, lc) = (em.lanes(&mut va), em.lanes(&mut vc));
-                            let r = if is_and {
-                                em.b.ins().band(la, lc)
-                            } else {
-                                em.b.ins().bor(la, lc)
-                            };
-                            BVal::lanes(r)
-                        }
-                    }
-                } else {
-                    let (la, lc) = (em.lanes(&mut va), em.lanes(&mut vc));
-                    let cc = match op {
-                        BinaryOp::Lt => Some(IntCC::UnsignedLessThan),
-                        BinaryOp::Le => Some(IntCC::UnsignedLessThanOrEqual),
-                        BinaryOp::Gt => Some(IntCC::UnsignedGreaterThan),
-                        BinaryOp::Ge => Some(IntCC::UnsignedGreaterThanOrEqual),
-                        BinaryOp::Eq => Some(IntCC::Equal),
-                        BinaryOp::Ne => Some(IntCC::NotEqual),
-                        _ => None,
-                    };
-                    match (cc, op) {
-                        (Some(cc), _) => BVal {
-                            lanes: None,
-                            mask: Some(em.b.ins().icmp(cc, la, lc)),
-                            known: None,
-                        },
-                        (None, BinaryOp::Add) => BVal::lanes(em.b.ins().iadd(la, lc)),
-                        (None, BinaryOp::Sub) => BVal::lanes(em.b.ins().isub(la, lc)),
-                        (None, BinaryOp::Min) => BVal::lanes(em.b.ins().umin(la, lc)),
-                        (None, BinaryOp::Max) => BVal::lanes(em.b.ins().umax(la, lc)),
-                        _ => return Err(bad(format!("{op:?} on {d} on the byte path"))),
-                    }
-                };
-                vals[ai] = va;
-                vals[ci] = vc;
-                r
-            }
-            Op::Select(c, a, e) => {
-                let (ci, ai, ei) = (c.0 as usize, a.0 as usize, e.0 as usize);
-                let (mut vc, mut va, mut ve) = (vals[ci], vals[ai], vals[ei]);
-                let r = match vc.known {
-                    Some(true) => va,
-                    Some(false) => ve,
+            None => em.konst(true),
+        },
+        Op::Const(Scalar::U8(c)) => BVal::lanes(em.splat(*c as i64)),
+        Op::Const(Scalar::Bool(c)) => em.konst(*c),
+        Op::Const(c) => return Err(bad(format!("constant {c} on the byte path"))),
+        Op::Unary(op, a) => {
+            let mut va = get(vals, a.0 as usize)?;
+            let r = match op {
+                UnaryOp::Not => match va.known {
+                    Some(k) => em.konst(!k),
                     None => {
-                        let m = em.mask(&mut vc);
-                        let la = em.lanes(&mut va);
-                        let le = em.lanes(&mut ve);
-                        BVal::lanes(em.b.ins().bitselect(m, la, le))
-                    }
-                };
-                vals[ci] = vc;
-                vals[ai] = va;
-                vals[ei] = ve;
-                r
-            }
-            Op::Cast(a) => {
-                let from = stage.insts[a.0 as usize].dtype;
-                let mut va = vals[a.0 as usize];
-                let r = match (from, inst.dtype) {
-                    (DType::U8, DType::Bool) => {
-                        // `x != 0` as 0/1: `min(x, 1)`.
                         let one = em.one();
                         let l = em.lanes(&mut va);
-                        BVal::lanes(em.b.ins().umin(l, one))
+                        BVal::lanes(em.b.ins().bxor(l, one))
                     }
-                    // bool -> u8 keeps the 0/1 bytes; same-dtype casts are identities.
-                    _ => BVal { known: None, ..va },
+                },
+                UnaryOp::Neg => {
+                    let l = em.lanes(&mut va);
+                    BVal::lanes(em.b.ins().ineg(l))
+                }
+                UnaryOp::Abs => va,
+                _ => return Err(bad(format!("{op:?} on the byte path"))),
+            };
+            vals[a.0 as usize] = Some(va);
+            r
+        }
+        Op::Binary(op, a, c) => {
+            let (ai, ci) = (a.0 as usize, c.0 as usize);
+            let (mut va, mut vc) = (get(vals, ai)?, get(vals, ci)?);
+            let d = stage.insts[ai].dtype;
+            let op = match (rows.swapped[i], *op) {
+                (true, BinaryOp::Min) => BinaryOp::Max,
+                (true, BinaryOp::Max) => BinaryOp::Min,
+                (_, op) => op,
+            };
+            let logic = match (op, d) {
+                (BinaryOp::And, _) | (BinaryOp::Min, DType::Bool) => Some(true),
+                (BinaryOp::Or, _) | (BinaryOp::Max, DType::Bool) => Some(false),
+                _ => None,
+            };
+            let r = if let Some(is_and) = logic {
+                // Fold a known side: `x & 1 = x`, `x & 0 = 0`, `x | 0 = x`, `x | 1 = 1`.
+                match (va.known, vc.known) {
+                    (Some(k), _) if k != is_and => em.konst(k),
+                    (_, Some(k)) if k != is_and => em.konst(k),
+                    (Some(_), _) => vc,
+                    (_, Some(_)) => va,
+                    _ => {
+                        let (la, lc) = (em.lanes(&mut va), em.lanes(&mut vc));
+                        let r = if is_and {
+                            em.b.ins().band(la, lc)
+                        } else {
+                            em.b.ins().bor(la, lc)
+                        };
+                        BVal::lanes(r)
+                    }
+                }
+            } else {
+                let (la, lc) = (em.lanes(&mut va), em.lanes(&mut vc));
+                let cc = match op {
+                    BinaryOp::Lt => Some(IntCC::UnsignedLessThan),
+                    BinaryOp::Le => Some(IntCC::UnsignedLessThanOrEqual),
+                    BinaryOp::Gt => Some(IntCC::UnsignedGreaterThan),
+                    BinaryOp::Ge => Some(IntCC::UnsignedGreaterThanOrEqual),
+                    BinaryOp::Eq => Some(IntCC::Equal),
+                    BinaryOp::Ne => Some(IntCC::NotEqual),
+                    _ => None,
                 };
-                vals[a.0 as usize] = va;
-                r
+                match (cc, op) {
+                    (Some(cc), _) => BVal {
+                        lanes: None,
+                        mask: Some(em.b.ins().icmp(cc, la, lc)),
+                        known: None,
+                    },
+                    (None, BinaryOp::Add) => BVal::lanes(em.b.ins().iadd(la, lc)),
+                    (None, BinaryOp::Sub) => BVal::lanes(em.b.ins().isub(la, lc)),
+                    (None, BinaryOp::Min) => BVal::lanes(em.b.ins().umin(la, lc)),
+                    (None, BinaryOp::Max) => BVal::lanes(em.b.ins().umax(la, lc)),
+                    _ => return Err(bad(format!("{op:?} on {d} on the byte path"))),
+                }
+            };
+            vals[ai] = Some(va);
+            vals[ci] = Some(vc);
+            r
+        }
+        Op::Select(c, a, e) => {
+            let (ci, ai, ei) = (c.0 as usize, a.0 as usize, e.0 as usize);
+            let (mut vc, mut va, mut ve) = (get(vals, ci)?, get(vals, ai)?, get(vals, ei)?);
+            let r = match vc.known {
+                Some(true) => va,
+                Some(false) => ve,
+                None => {
+                    let m = em.mask(&mut vc);
+                    let la = em.lanes(&mut va);
+                    let le = em.lanes(&mut ve);
+                    BVal::lanes(em.b.ins().bitselect(m, la, le))
+                }
+            };
+            vals[ci] = Some(vc);
+            vals[ai] = Some(va);
+            vals[ei] = Some(ve);
+            r
+        }
+        Op::Cast(a) => {
+            let from = stage.insts[a.0 as usize].dtype;
+            let mut va = get(vals, a.0 as usize)?;
+            let r = match (from, inst.dtype) {
+                (DType::U8, DType::Bool) => {
+                    // `x != 0` as 0/1: `min(x, 1)`.
+                    let one = em.one();
+                    let l = em.lanes(&mut va);
+                    BVal::lanes(em.b.ins().umin(l, one))
+                }
+                // bool -> u8 keeps the 0/1 bytes; same-dtype casts are identities.
+                _ => BVal { known: None, ..va },
+            };
+            vals[a.0 as usize] = Some(va);
+            r
+        }
+    };
+    Ok(v)
+}
+
+/// One vector of a shared step: its first column and the values emitted there so far.
+type Frame = (Value, Vec<Option<BVal>>);
+
+/// Emits `sp.blocks` vectors of the stage at columns `x, x + 16, ...` (unit strides, every
+/// read in the row), taking shift-equivalent values from byte shuffles of neighbouring
+/// vectors of their class's representative (see `shift`) and the values of `sp.carry`
+/// from `carried` (their lanes, in that order); `store(b, u, lanes)` writes output vector
+/// `u` as soon as it is computed. `order` is the emission order of the instructions.
+/// Returns the lanes of the values the next step carries (`sp.carry` moved by
+/// `sp.blocks` vectors). The same bits as [`body`] at each vector: a shuffle moves bytes,
+/// and each class member computes the same operations on the same inputs.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn body_shared(
+    b: &mut FunctionBuilder,
+    stage: &Stage,
+    rows: &Rows,
+    sp: &ShiftPlan,
+    order: &[usize],
+    x: Value,
+    carried: &[Value],
+    mut store: impl FnMut(&mut FunctionBuilder, usize, Value),
+) -> Result<Vec<Value>, CodegenError> {
+    let mut em = Em { b, one: None };
+    let n = stage.insts.len();
+    let mut frames: BTreeMap<i64, Frame> = BTreeMap::new();
+    for (&(i, v), &val) in sp.carry.iter().zip(carried) {
+        frame_at(&mut em, &mut frames, x, v, n, sp.lanes).1[i] = Some(BVal::lanes(val));
+    }
+    for (u, need) in sp.needs.iter().enumerate() {
+        // The vectors ahead first (what later outputs take by shuffles), then the output's
+        // own; instructions in emission order within a vector.
+        let vs: BTreeSet<i64> = need.iter().flatten().copied().collect();
+        for &v in vs.iter().rev() {
+            for &i in order {
+                if need[i].binary_search(&v).is_ok() {
+                    ensure(&mut em, stage, rows, sp, &mut frames, x, (i, v))?;
+                }
+            }
+        }
+        let mut r = frames
+            .get(&(u as i64))
+            .and_then(|f| f.1[stage.result.0 as usize])
+            .ok_or_else(|| bad("shared result not computed"))?;
+        let l = em.lanes(&mut r);
+        store(em.b, u, l);
+    }
+    carried_lanes(&mut em, stage, rows, sp, &mut frames, x, sp.blocks as i64)
+}
+
+/// The lanes of `sp.carry` for a row's first shared step at `x` (and a redone last one),
+/// computed from scratch.
+pub(crate) fn carried_first(
+    b: &mut FunctionBuilder,
+    stage: &Stage,
+    rows: &Rows,
+    sp: &ShiftPlan,
+    x: Value,
+) -> Result<Vec<Value>, CodegenError> {
+    let mut em = Em { b, one: None };
+    let mut frames = BTreeMap::new();
+    carried_lanes(&mut em, stage, rows, sp, &mut frames, x, 0)
+}
+
+/// The lanes of `sp.carry` at vectors moved by `ahead` from the step at `x`, computing what
+/// `frames` does not have yet.
+fn carried_lanes(
+    em: &mut Em,
+    stage: &Stage,
+    rows: &Rows,
+    sp: &ShiftPlan,
+    frames: &mut BTreeMap<i64, Frame>,
+    x: Value,
+    ahead: i64,
+) -> Result<Vec<Value>, CodegenError> {
+    let mut out = Vec::with_capacity(sp.carry.len());
+    for &(i, v) in &sp.carry {
+        ensure(em, stage, rows, sp, frames, x, (i, v + ahead))?;
+        let f = frames
+            .get_mut(&(v + ahead))
+            .ok_or_else(|| bad("carried value not computed"))?;
+        let mut val = f.1[i].ok_or_else(|| bad("carried value not computed"))?;
+        out.push(em.lanes(&mut val));
+        f.1[i] = Some(val);
+    }
+    Ok(out)
+}
+
+/// The frame of vector `v` of the step at `x` (columns `x + lanes * v ..`), created on
+/// first use.
+fn frame_at<'f>(
+    em: &mut Em,
+    frames: &'f mut BTreeMap<i64, Frame>,
+    x: Value,
+    v: i64,
+    n: usize,
+    lanes: i64,
+) -> &'f mut Frame {
+    frames.entry(v).or_insert_with(|| {
+        let xv = em.b.ins().iadd_imm_s(x, lanes * v);
+        (xv, vec![None; n])
+    })
+}
+
+/// Emits instruction `i` at vector `v` of a shared step and, first, whatever it needs that
+/// is not emitted yet (an explicit stack: no recursion on deep programs).
+fn ensure(
+    em: &mut Em,
+    stage: &Stage,
+    rows: &Rows,
+    sp: &ShiftPlan,
+    frames: &mut BTreeMap<i64, Frame>,
+    x: Value,
+    at: (usize, i64),
+) -> Result<(), CodegenError> {
+    let n = stage.insts.len();
+    let done = |frames: &BTreeMap<i64, Frame>, (i, v): (usize, i64)| {
+        frames.get(&v).is_some_and(|f| f.1[i].is_some())
+    };
+    let mut stack = vec![at];
+    while let Some(&(i, v)) = stack.last() {
+        if done(frames, (i, v)) {
+            stack.pop();
+            continue;
+        }
+        let missing: Vec<(usize, i64)> = sp
+            .deps(stage, (i, v))
+            .into_iter()
+            .filter(|&d| !done(frames, d))
+            .collect();
+        if !missing.is_empty() {
+            stack.extend(missing.into_iter().rev());
+            continue;
+        }
+        stack.pop();
+        let (xv, _) = *frame_at(em, frames, x, v, n, sp.lanes);
+        let val = match sp.derive[i] {
+            Some((r, d)) => {
+                let (fl, k) = (d.div_euclid(sp.lanes), d.rem_euclid(sp.lanes));
+                let get_r = |frames: &BTreeMap<i64, Frame>, w: i64| {
+                    frames
+                        .get(&w)
+                        .and_then(|f| f.1[r])
+                        .ok_or_else(|| bad("shared value used before it is computed"))
+                };
+                let lo = get_r(frames, v + fl)?;
+                if k == 0 {
+                    lo
+                } else {
+                    let hi = get_r(frames, v + fl + 1)?;
+                    em.shift_bytes(lo, hi, k as u8)
+                }
+            }
+            None => {
+                let f = &mut frames
+                    .get_mut(&v)
+                    .ok_or_else(|| bad("frame not created"))?
+                    .1;
+                emit_inst(em, stage, rows, i, xv, f)?
             }
         };
-        vals.push(v);
+        if let Some(f) = frames.get_mut(&v) {
+            f.1[i] = Some(val);
+        }
     }
-    let mut r = vals[stage.result.0 as usize];
-    Ok(em.lanes(&mut r))
+    Ok(())
+}
+
+impl Em<'_, '_> {
+    /// Bytes `k..k + 16` of `lo` then `hi` (the value `k` columns to the right of `lo`'s
+    /// vector): one `palignr`. A known bool is the same in every lane and stays known.
+    fn shift_bytes(&mut self, mut lo: BVal, mut hi: BVal, k: u8) -> BVal {
+        if lo.known.is_some() && lo.known == hi.known {
+            return lo;
+        }
+        match (lo.lanes, hi.lanes, lo.mask, hi.mask) {
+            (Some(a), Some(b), _, _) => BVal::lanes(self.byte_shift(a, b, k)),
+            (_, _, Some(a), Some(b)) => BVal {
+                lanes: None,
+                mask: Some(self.byte_shift(a, b, k)),
+                known: None,
+            },
+            _ => {
+                let (a, b) = (self.lanes(&mut lo), self.lanes(&mut hi));
+                BVal::lanes(self.byte_shift(a, b, k))
+            }
+        }
+    }
+
+    /// Bytes `k..k + 16` of `a` then `b`.
+    fn byte_shift(&mut self, a: Value, b: Value, k: u8) -> Value {
+        let mask: Vec<u8> = (0..16).map(|j| k + j).collect();
+        let imm = self.b.func.dfg.immediates.push(ConstantData::from(mask));
+        self.b.ins().shuffle(a, b, imm)
+    }
 }

@@ -57,14 +57,17 @@ pub(crate) struct RowWindow {
     pub(crate) plain: bool,
     /// Plain picks of f32 vectors are integer picks (see `Em::int_picks`).
     pub(crate) int_picks: bool,
+    /// A u8 or bool window on the 16-lane byte path (unsigned byte minima and maxima;
+    /// bools are the bytes 0 and 1, so `and` is the minimum and `or` the maximum).
+    pub(crate) bytes: bool,
 }
 
-/// Recognises a row window: the stage's value is a float min (or max) whose operands,
-/// through min (max) instructions only, are loads at column offset 0 of `Row` slots of one
-/// source, at the same outer offsets except along the run axis (the last one), covering a
-/// contiguous range of at least two rows. `slot_of` maps load instructions to slots;
-/// `plain_pick` marks the clean kernel's plain picks. `None` under a planted comparator
-/// swap (which the row-by-row path applies).
+/// Recognises a row window: the stage's value is an f32 or u8 min (or max), or a bool
+/// min, max, `and` or `or`, whose operands, through instructions of the same op only, are
+/// loads at column offset 0 of `Row` slots of one source, at the same outer offsets except
+/// along the run axis (the last one), covering a contiguous range of at least two rows.
+/// `slot_of` maps load instructions to slots; `plain_pick` marks the clean kernel's plain
+/// picks. `None` under a planted comparator swap (which the row-by-row path applies).
 pub(crate) fn detect(
     stage: &Stage,
     slots: &[RowSlot],
@@ -73,12 +76,17 @@ pub(crate) fn detect(
     int_picks: bool,
     fault: Option<Fault>,
 ) -> Option<RowWindow> {
-    if fault == Some(Fault::SwapComparator) || stage.dtype() != DType::F32 {
+    let dtype = stage.dtype();
+    if fault == Some(Fault::SwapComparator)
+        || !matches!(dtype, DType::F32 | DType::U8 | DType::Bool)
+    {
         return None;
     }
+    let bytes = dtype != DType::F32;
     let root = stage.result.0 as usize;
     let op = match stage.insts[root].op {
         Op::Binary(op @ (BinaryOp::Min | BinaryOp::Max), _, _) => op,
+        Op::Binary(op @ (BinaryOp::And | BinaryOp::Or), _, _) if dtype == DType::Bool => op,
         _ => return None,
     };
     let mut seen = vec![false; stage.insts.len()];
@@ -90,12 +98,12 @@ pub(crate) fn detect(
             continue;
         }
         let inst = &stage.insts[i];
-        if inst.dtype != DType::F32 {
+        if inst.dtype != dtype {
             return None;
         }
         match &inst.op {
             Op::Binary(o, a, b) if *o == op => {
-                plain &= plain_pick.get(i).copied().unwrap_or(false);
+                plain &= bytes || plain_pick.get(i).copied().unwrap_or(false);
                 stack.push(a.0 as usize);
                 stack.push(b.0 as usize);
             }
@@ -134,13 +142,14 @@ pub(crate) fn detect(
     }
     let base = dys.iter().find(|&&(_, dy)| dy == lo)?.0;
     Some(RowWindow {
-        max: op == BinaryOp::Max,
+        max: matches!(op, BinaryOp::Max | BinaryOp::Or),
         len,
         rows: BLOCK_ROWS.min(len),
         slots: dys.into_iter().map(|(s, dy)| (s, dy - lo)).collect(),
         base,
         plain,
-        int_picks: int_picks && plain,
+        int_picks: int_picks && plain && !bytes,
+        bytes,
     })
 }
 
@@ -173,7 +182,8 @@ pub(crate) fn emit(
 ) {
     let i64t = types::I64;
     let rows = w.rows as i64;
-    let lanes = 4i64;
+    // Columns per vector and bytes per element.
+    let (lanes, esize) = if w.bytes { (16i64, 1i64) } else { (4, 4) };
     // Does the call qualify?
     let mut ok = b.ins().icmp_imm_s(IntCC::Equal, a.out_stride, 1);
     if let Some(u) = a.unit_strides {
@@ -241,7 +251,7 @@ pub(crate) fn emit(
     b.switch_to_block(col_tail);
     let left = b.ins().icmp(IntCC::SignedLessThan, x, a.width);
     let xl = b.ins().iadd_imm_s(a.width, -lanes);
-    let xl_bytes = b.ins().ishl_imm_u(xl, 2);
+    let xl_bytes = b.ins().imul_imm_s(xl, esize);
     let sl = b.ins().iadd(src, xl_bytes);
     let dl = b.ins().iadd(dst, xl_bytes);
     b.ins().brif(
@@ -258,84 +268,151 @@ pub(crate) fn emit(
 
     b.switch_to_block(col_body);
     let [x, sp, dp] = <[Value; 3]>::try_from(b.block_params(col_body)).expect("three params");
-    let mut em = Em {
-        b,
-        vec: true,
-        fault,
-        raw_nan: false,
-        sign_clear: false,
-        int_picks: w.int_picks,
+    let b = if w.bytes {
+        let mut picks = BytePicks { b, max: w.max };
+        block_step(&mut picks, w, sp, rs, dp, a.out_row_step);
+        picks.b
+    } else {
+        let em = Em {
+            b,
+            vec: true,
+            fault,
+            raw_nan: false,
+            sign_clear: false,
+            int_picks: w.int_picks,
+        };
+        let mut picks = FloatPicks {
+            em,
+            max: w.max,
+            plain: w.plain,
+        };
+        block_step(&mut picks, w, sp, rs, dp, a.out_row_step);
+        picks.em.b
     };
-    block_step(&mut em, w, sp, rs, dp, a.out_row_step);
-    let b = em.b;
     let x4 = b.ins().iadd_imm_s(x, lanes);
-    let sp4 = b.ins().iadd_imm_s(sp, 4 * lanes);
-    let dp4 = b.ins().iadd_imm_s(dp, 4 * lanes);
+    let sp4 = b.ins().iadd_imm_s(sp, esize * lanes);
+    let dp4 = b.ins().iadd_imm_s(dp, esize * lanes);
     b.ins().jump(col_hdr, &[arg(x4), arg(sp4), arg(dp4)]);
+}
+
+/// How a block step loads, picks and stores one vector (f32 or bytes).
+trait Picks {
+    type V: Copy;
+    /// `a + b` (pointer arithmetic).
+    fn iadd(&mut self, a: Value, b: Value) -> Value;
+    fn load(&mut self, p: Value) -> Self::V;
+    fn pick(&mut self, x: Self::V, y: Self::V) -> Self::V;
+    fn store(&mut self, v: Self::V, q: Value);
+}
+
+/// f32 vectors through `Em`: compare-form tree picks, or plain picks in the clean-input
+/// specialisation; stored plain (canonical NaN).
+struct FloatPicks<'a, 'b> {
+    em: Em<'a, 'b>,
+    max: bool,
+    plain: bool,
+}
+
+impl<'a, 'b> Picks for FloatPicks<'a, 'b> {
+    type V = Val;
+    fn iadd(&mut self, a: Value, b: Value) -> Value {
+        self.em.b.ins().iadd(a, b)
+    }
+    fn load(&mut self, p: Value) -> Val {
+        let v = self.em.b.ins().load(types::F32X4, mem(), p, 0);
+        if self.plain {
+            Val::plain(DType::F32, v)
+        } else {
+            self.em.tree_leaf(self.max, DType::F32, v)
+        }
+    }
+    fn pick(&mut self, mut x: Val, mut y: Val) -> Val {
+        if self.plain {
+            self.em.plain_pick(self.max, &mut x, &mut y)
+        } else {
+            self.em.float_minmax(self.max, &mut x, &mut y, true, true)
+        }
+    }
+    fn store(&mut self, mut v: Val, q: Value) {
+        let v = self.em.plain(&mut v);
+        self.em.b.ins().store(mem(), v, q, 0);
+    }
+}
+
+/// u8 or bool lanes (bools as the bytes 0 and 1): one unsigned byte minimum or maximum
+/// per pick, exact.
+struct BytePicks<'a, 'b> {
+    b: &'a mut FunctionBuilder<'b>,
+    max: bool,
+}
+
+impl<'a, 'b> Picks for BytePicks<'a, 'b> {
+    type V = Value;
+    fn iadd(&mut self, a: Value, b: Value) -> Value {
+        self.b.ins().iadd(a, b)
+    }
+    fn load(&mut self, p: Value) -> Value {
+        self.b.ins().load(types::I8X16, mem(), p, 0)
+    }
+    fn pick(&mut self, x: Value, y: Value) -> Value {
+        if self.max {
+            self.b.ins().umax(x, y)
+        } else {
+            self.b.ins().umin(x, y)
+        }
+    }
+    fn store(&mut self, v: Value, q: Value) {
+        self.b.ins().store(mem(), v, q, 0);
+    }
 }
 
 /// One step of a block: the `R` output vectors at `dst`, `dst + ors`, ... from source rows
 /// `0 .. R + k - 1` at `src`, `src + rs`, ... (see the module docs). Rows are loaded in
-/// order, each just before its first use, and each output is stored (plain, canonical NaN)
-/// as soon as it is complete, so that few vectors are live at once:
-/// rows `0 ..= R-2` give the suffixes `S`, rows `R-1 ..= k-1` the common part `C`, and
-/// each row `k + j - 1` the prefix `P[j]` and with it output `j`.
-fn block_step(em: &mut Em, w: &RowWindow, src: Value, rs: Value, dst: Value, ors: Value) {
-    let (k, r, max, plain) = (w.len, w.rows, w.max, w.plain);
-    let d = DType::F32;
+/// order, each just before its first use, and each output is stored as soon as it is
+/// complete, so that few vectors are live at once: rows `0 ..= R-2` give the suffixes `S`,
+/// rows `R-1 ..= k-1` the common part `C`, and each row `k + j - 1` the prefix `P[j]` and
+/// with it output `j`.
+fn block_step<P: Picks>(pk: &mut P, w: &RowWindow, src: Value, rs: Value, dst: Value, ors: Value) {
+    let (k, r) = (w.len, w.rows);
     let mut p = src;
     let mut row = 0usize;
-    let mut load = |em: &mut Em| -> Val {
+    let mut load = |pk: &mut P| -> P::V {
         if row > 0 {
-            p = em.b.ins().iadd(p, rs);
+            p = pk.iadd(p, rs);
         }
         row += 1;
-        let v = em.b.ins().load(types::F32X4, mem(), p, 0);
-        if plain {
-            Val::plain(d, v)
-        } else {
-            em.tree_leaf(max, d, v)
-        }
-    };
-    let pick = |em: &mut Em, x: Val, y: Val| -> Val {
-        let (mut x, mut y) = (x, y);
-        if plain {
-            em.plain_pick(max, &mut x, &mut y)
-        } else {
-            em.float_minmax(max, &mut x, &mut y, true, true)
-        }
+        pk.load(p)
     };
     // Rows 0 ..= R-2, then S[j] = rows j ..= R-2.
-    let head: Vec<Val> = (0..r - 1).map(|_| load(em)).collect();
-    let mut suffix: Vec<Val> = head.clone();
+    let head: Vec<P::V> = (0..r - 1).map(|_| load(pk)).collect();
+    let mut suffix: Vec<P::V> = head.clone();
     for j in (0..r.saturating_sub(2)).rev() {
-        suffix[j] = pick(em, head[j], suffix[j + 1]);
+        suffix[j] = pk.pick(head[j], suffix[j + 1]);
     }
     // C = rows R-1 ..= k-1.
-    let mut c = load(em);
+    let mut c = load(pk);
     for _ in r..k {
-        let l = load(em);
-        c = pick(em, c, l);
+        let l = load(pk);
+        c = pk.pick(c, l);
     }
     let mut q = dst;
-    let mut prefix: Option<Val> = None;
+    let mut prefix: Option<P::V> = None;
     for j in 0..r {
         if j > 0 {
-            let l = load(em);
+            let l = load(pk);
             prefix = Some(match prefix {
-                Some(pj) => pick(em, pj, l),
+                Some(pj) => pk.pick(pj, l),
                 None => l,
             });
-            q = em.b.ins().iadd(q, ors);
+            q = pk.iadd(q, ors);
         }
         let mut o = c;
         if let Some(s) = suffix.get(j) {
-            o = pick(em, *s, o);
+            o = pk.pick(*s, o);
         }
         if let Some(pj) = prefix {
-            o = pick(em, o, pj);
+            o = pk.pick(o, pj);
         }
-        let v = em.plain(&mut o);
-        em.b.ins().store(mem(), v, q, 0);
+        pk.store(o, q);
     }
 }

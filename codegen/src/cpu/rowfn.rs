@@ -322,8 +322,9 @@ impl StagePlan {
             slots.join(", "),
             if let Some(sp) = &self.shift {
                 format!(
-                    "vectorised F32X4 (when strides are 1), {} vectors per step with {} \
+                    "vectorised {} (when strides are 1), {} vectors per step with {} \
                      instructions shared across columns by lane shifts{}, + overlapped vector tail",
+                    if self.bytes { "I8X16" } else { "F32X4" },
                     sp.blocks,
                     sp.derived,
                     if sp.carry.is_empty() {
@@ -472,16 +473,26 @@ pub(crate) fn plan_stage(
     let small_budget = step_budget <= super::shift::STEP_CODE_BUDGET;
     let carry =
         !options.no_carried_values && (!small_budget || stage.insts.len() <= CARRY_FIRST_MAX_INSTS);
-    let shift = if vectorisable && share_columns {
-        let flags: Vec<[bool; 5]> = (0..stage.insts.len())
-            .map(|i| [unmasked[i], tree[i], swapped[i], raw_nan[i], plain_pick[i]])
-            .collect();
-        super::shift::plan(stage, &flags, step_budget, carry)
+    // Shared steps on either vector path (the byte path's codegen choices are per
+    // instruction too: only the planted fault's swaps, which the flags carry).
+    let lanes = if vectorisable {
+        Some(4)
+    } else if bytes {
+        Some(super::bytevec::LANES)
     } else {
         None
     };
+    let shift = match lanes {
+        Some(lanes) if share_columns => {
+            let flags: Vec<[bool; 5]> = (0..stage.insts.len())
+                .map(|i| [unmasked[i], tree[i], swapped[i], raw_nan[i], plain_pick[i]])
+                .collect();
+            super::shift::plan(stage, &flags, step_budget, carry, lanes)
+        }
+        _ => None,
+    };
     let raw_result = fault.is_none() && raw_result(stages, si);
-    let row_window = if vectorisable {
+    let row_window = if vectorisable || bytes {
         super::rowblock::detect(stage, &slots, &slot_of, &plain_pick, int_picks, fault)
     } else {
         None
@@ -1254,7 +1265,7 @@ fn ensure(
             stack.pop();
             continue;
         }
-        let deps = super::shift::deps(stage, &sp.derive, (i, v));
+        let deps = sp.deps(stage, (i, v));
         let missing: Vec<(usize, i64)> =
             deps.iter().copied().filter(|&d| !done(frames, d)).collect();
         if !missing.is_empty() {
@@ -1751,6 +1762,12 @@ fn emit_row(
     // Edge vectors replace the scalar border columns of the plain vector loop (see `edge`)
     // when `edge_ok` holds.
     let edge_ok = choices.edge_ok;
+    let byte_rows = bytevec::Rows {
+        slot_of: &plan.slot_of,
+        ptr: &ctx.ptr,
+        flag: &ctx.flag,
+        swapped: &plan.swapped,
+    };
 
     if let Some(lanes) = plan.lanes() {
         // Interior `[xlo, xhi)`, `lanes` columns per step when every stride is 1; a last
@@ -1764,15 +1781,7 @@ fn emit_row(
         let emit_path =
             |b: &mut FunctionBuilder, x: Value, path: Path| -> Result<(), CodegenError> {
                 let v = if plan.bytes {
-                    bytevec::body(
-                        b,
-                        stage,
-                        &plan.slot_of,
-                        &ctx.ptr,
-                        &ctx.flag,
-                        &plan.swapped,
-                        x,
-                    )?
+                    bytevec::body(b, stage, &byte_rows, x)?
                 } else {
                     body(b, stage, plan, ctx, x, path, fault)?
                 };
@@ -1831,12 +1840,16 @@ fn emit_row(
             }
             Ok(())
         };
-        // The one-vector loop: for every vectorised stage but big shared ones (whose
-        // leftover columns run scalar instead, for compile time).
-        let one_vector = plan
-            .shift
-            .as_ref()
-            .is_none_or(|sp| sp.blocks >= super::shift::ONE_VECTOR_LOOP_MIN_BLOCKS);
+        // The one-vector loop: for every vectorised stage but big shared `F32X4` ones
+        // (whose leftover columns, fewer than a step's reach past the row's end, run scalar
+        // instead, for compile time). On the byte path a shared step reads up to 16
+        // columns past its last vector: left to the scalar loop, a 5x5 median's rows ended
+        // in about 14 scalar columns, which took half the kernel's time.
+        let one_vector = plan.bytes
+            || plan
+                .shift
+                .as_ref()
+                .is_none_or(|sp| sp.blocks >= super::shift::ONE_VECTOR_LOOP_MIN_BLOCKS);
         let vec_hdr = one_vector.then(|| {
             let blk = b.create_block();
             b.append_block_param(blk, i64t);
@@ -1883,7 +1896,9 @@ fn emit_row(
 
             b.switch_to_block(wide_first);
             let x = b.block_params(wide_first)[0];
-            let first = {
+            let first = if plan.bytes {
+                bytevec::carried_first(b, stage, &byte_rows, sp, x)?
+            } else {
                 let mut em = Em {
                     b,
                     vec: true,
@@ -1938,22 +1953,26 @@ fn emit_row(
             b.switch_to_block(wide_body);
             let params = b.block_params(wide_body).to_vec();
             let x = params[0];
-            let next = body_shared(
-                b,
-                stage,
-                plan,
-                sp,
-                ctx,
-                x,
-                &params[1..],
-                fault,
-                |b, u, v| {
-                    let xu = b.ins().iadd_imm_s(x, u as i64 * lanes);
-                    let off = b.ins().imul_imm_s(xu, esize(out_d));
-                    let addr = b.ins().iadd(out, off);
-                    b.ins().store(mem(), v, addr, 0);
-                },
-            )?;
+            let store = |b: &mut FunctionBuilder, u: usize, v: Value| {
+                let xu = b.ins().iadd_imm_s(x, u as i64 * lanes);
+                let off = b.ins().imul_imm_s(xu, esize(out_d));
+                let addr = b.ins().iadd(out, off);
+                b.ins().store(mem(), v, addr, 0);
+            };
+            let next = if plan.bytes {
+                bytevec::body_shared(
+                    b,
+                    stage,
+                    &byte_rows,
+                    sp,
+                    &plan.order,
+                    x,
+                    &params[1..],
+                    store,
+                )?
+            } else {
+                body_shared(b, stage, plan, sp, ctx, x, &params[1..], fault, store)?
+            };
             let xn = b.ins().iadd_imm_s(x, block);
             let args: Vec<_> = std::iter::once(xn).chain(next).map(arg).collect();
             b.ins().jump(wide_hdr, &args);

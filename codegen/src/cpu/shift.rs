@@ -6,9 +6,10 @@
 //! (the sort of column `dx = +1` at `x` is the sort of column `dx = 0` at `x + 1`), and so
 //! has a window reduction built from shifted partial reductions.
 //!
-//! On the vector interior (stride 1, four columns per vector, every read in range) the row
-//! function then computes each class once per vector and gets the other members by lane
-//! shuffles (`palignr`) of two neighbouring vectors of the class's first member. A loop
+//! On the vector interior (stride 1, four columns per `F32X4` vector or sixteen per `I8X16`
+//! vector on the byte path, every read in range) the row function then computes each class
+//! once per vector and gets the other members by lane shuffles (`palignr`) of two
+//! neighbouring vectors of the class's first member. A loop
 //! step covers `blocks` output vectors (2, 4 or 8: the least work per vector within a code
 //! budget); the first member is computed at the few extra vectors the shuffles need, so a
 //! class of `m` members costs about `1 + 1/blocks` programs per vector instead of `m`. The values are the same bits: a lane shuffle moves values,
@@ -33,9 +34,6 @@ pub const STEP_CODE_BUDGET: usize = 700;
 /// Steps of this many vectors keep the one-vector loop for leftover columns (smaller steps
 /// are taken by big stages, whose leftover columns run scalar, for compile time).
 pub(crate) const ONE_VECTOR_LOOP_MIN_BLOCKS: usize = 4;
-
-/// Columns per vector.
-const LANES: i64 = 4;
 
 /// Instructions of loop control and output addressing per step, in the step choice.
 const STEP_CONTROL: usize = 8;
@@ -99,6 +97,15 @@ pub(crate) struct ShiftPlan {
     /// the previous step's instruction `i` at vector `v + blocks` (the same columns)
     /// instead of being computed. Empty when carrying is off.
     pub(crate) carry: Vec<(usize, i64)>,
+    /// Columns per vector: 4 (`F32X4`) or 16 (`I8X16`, see `bytevec`).
+    pub(crate) lanes: i64,
+}
+
+impl ShiftPlan {
+    /// The (instruction, vector) pairs the value at `at` is computed from (see [`deps`]).
+    pub(crate) fn deps(&self, stage: &Stage, at: (usize, i64)) -> Vec<(usize, i64)> {
+        deps(stage, &self.derive, self.lanes, at)
+    }
 }
 
 /// The folding of the vector body's `fold_known` on bools known at code-generation time:
@@ -126,14 +133,15 @@ fn fold(op: &Op, known: &[Option<bool>]) -> Option<(Option<usize>, Option<bool>)
     }
 }
 
-/// Finds the shift classes of a vectorised stage. `flags[i]` are the per-instruction
-/// code-generation choices that must agree within a class. `None` when nothing would be
-/// shared.
+/// Finds the shift classes of a vectorised stage with `lanes` columns per vector.
+/// `flags[i]` are the per-instruction code-generation choices that must agree within a
+/// class. `None` when nothing would be shared.
 pub(crate) fn plan(
     stage: &Stage,
     flags: &[[bool; 5]],
     budget: usize,
     carry_values: bool,
+    lanes: i64,
 ) -> Option<ShiftPlan> {
     let n = stage.insts.len();
     let mut classes: HashMap<Key, u32> = HashMap::new();
@@ -270,11 +278,11 @@ pub(crate) fn plan(
             capped = true;
             continue;
         }
-        let Some(mut steps) = steps(stage, &derive, blocks) else {
+        let Some(mut steps) = steps(stage, &derive, blocks, lanes) else {
             continue;
         };
         if carry_values {
-            carry(stage, &derive, &aliased, &mut steps);
+            carry(stage, &derive, &aliased, lanes, &mut steps);
         }
         let per_vector = (steps.emitted + STEP_CONTROL) as f64 / blocks as f64;
         if best.as_ref().is_none_or(|(w, _)| per_vector < 0.95 * w) {
@@ -299,6 +307,7 @@ pub(crate) fn plan(
         blocks,
         capped,
         carry,
+        lanes,
     })
 }
 
@@ -313,8 +322,13 @@ struct Steps {
     carry: Vec<(usize, i64)>,
 }
 
-/// The needs of a step of `blocks` output vectors under `derive`.
-fn steps(stage: &Stage, derive: &[Option<(usize, i64)>], blocks: usize) -> Option<Steps> {
+/// The needs of a step of `blocks` output vectors of `lanes` columns under `derive`.
+fn steps(
+    stage: &Stage,
+    derive: &[Option<(usize, i64)>],
+    blocks: usize,
+    lanes: i64,
+) -> Option<Steps> {
     let n = stage.insts.len();
     let mut needs: Vec<Vec<Vec<i64>>> = Vec::with_capacity(blocks);
     let (mut read_lo, mut read_hi) = (i64::MAX, i64::MIN);
@@ -334,12 +348,12 @@ fn steps(stage: &Stage, derive: &[Option<(usize, i64)>], blocks: usize) -> Optio
             if let (None, Op::Load { offset, .. }) = (derive[i], &stage.insts[i].op) {
                 let dx = *offset.last()?;
                 for &v in &vs {
-                    read_lo = read_lo.min(LANES * v + dx);
-                    read_hi = read_hi.max(LANES * v + dx + LANES - 1);
+                    read_lo = read_lo.min(lanes * v + dx);
+                    read_hi = read_hi.max(lanes * v + dx + lanes - 1);
                 }
             }
             for &v in &vs {
-                for (o, w) in deps(stage, derive, (i, v)) {
+                for (o, w) in deps(stage, derive, lanes, (i, v)) {
                     need[o].insert(w);
                     work.push(o);
                 }
@@ -368,17 +382,18 @@ fn steps(stage: &Stage, derive: &[Option<(usize, i64)>], blocks: usize) -> Optio
     })
 }
 
-/// The (instruction, vector) pairs a value at `(i, v)` is computed from in a step:
-/// through `derive`, the two vectors of the class representative it shifts lanes from;
-/// else its operands at `v`.
-pub(crate) fn deps(
+/// The (instruction, vector) pairs a value at `(i, v)` is computed from in a step of
+/// vectors of `lanes` columns: through `derive`, the two vectors of the class
+/// representative it shifts lanes from; else its operands at `v`.
+fn deps(
     stage: &Stage,
     derive: &[Option<(usize, i64)>],
+    lanes: i64,
     (i, v): (usize, i64),
 ) -> Vec<(usize, i64)> {
     match derive[i] {
         Some((r, d)) => {
-            let (fl, k) = (d.div_euclid(LANES), d.rem_euclid(LANES));
+            let (fl, k) = (d.div_euclid(lanes), d.rem_euclid(lanes));
             let mut deps = vec![(r, v + fl)];
             if k != 0 {
                 deps.push((r, v + fl + 1));
@@ -406,7 +421,13 @@ pub(crate) fn deps(
 /// carried value obliges the step to compute (or carry on) its value at `v + blocks` for
 /// the next. `steps.needs` keeps only what is then emitted; `steps.emitted` counts it.
 /// The first step of a row (and a redone last step) computes the carried values first.
-fn carry(stage: &Stage, derive: &[Option<(usize, i64)>], aliased: &[bool], steps: &mut Steps) {
+fn carry(
+    stage: &Stage,
+    derive: &[Option<(usize, i64)>],
+    aliased: &[bool],
+    lanes: i64,
+    steps: &mut Steps,
+) {
     let blocks = steps.needs.len() as i64;
     let needed: BTreeSet<(usize, i64)> = steps
         .needs
@@ -437,7 +458,7 @@ fn carry(stage: &Stage, derive: &[Option<(usize, i64)>], aliased: &[bool], steps
             carried.insert(at);
             work.push((at.0, at.1 + blocks));
         } else {
-            work.extend(deps(stage, derive, at));
+            work.extend(deps(stage, derive, lanes, at));
         }
     }
     for need in &mut steps.needs {

@@ -6,12 +6,12 @@
 //!
 //! Only outer axes (not the innermost one) are rewritten: along the innermost axis the CPU
 //! backend already shares the reduction between neighbouring columns in registers, and
-//! stages there would cost a scratch round trip instead of a lane shuffle. Nor are f32
-//! windows along the run axis (the last outer axis, the rows of a 2-D image): the CPU
-//! backend computes them for blocks of rows in registers (`kiln_codegen`'s row blocks),
+//! stages there would cost a scratch round trip instead of a lane shuffle. Nor are f32, u8
+//! and bool windows along the run axis (the last outer axis, the rows of a 2-D image): the
+//! CPU backend computes them for blocks of rows in registers (`kiln_codegen`'s row blocks),
 //! which measured faster than the chain (erosion 15x15 of a 2048² f32 image, 1 / 2
-//! threads: 3.2 / 1.6 ms whole, 4.4 / 2.4 ms doubled). Deeper outer axes (the depth of a
-//! volume) and other dtypes are still doubled.
+//! threads: 3.2 / 1.6 ms whole, 4.4 / 2.4 ms doubled; u8 in `benches/RESULTS.md`). Deeper
+//! outer axes (the depth of a volume) and f64 are still doubled.
 //!
 //! # Why it is exact
 //! Let `C(y) = [max(0, y−r), min(n−1, y+r)]`, the window clamped to the axis (`n` rows).
@@ -42,7 +42,7 @@
 
 use crate::builder::GraphBuilder;
 use crate::graph::{BinaryOp, Footprint, Graph, NodeId, NodeKind, ReduceOp};
-use crate::types::Border;
+use crate::types::{Border, DType};
 
 /// Shortest window (rows) worth a doubling chain. Measured with `kiln bench
 /// --ab-window-doubling` on vertical erosions of a 2048² f32 image (whole / doubled time, 1
@@ -103,7 +103,9 @@ pub fn double_windows(graph: &Graph) -> Graph {
                 border @ (Border::Nearest | Border::Reflect | Border::Mirror | Border::Constant(_)),
         } if footprint.offsets.len() >= MIN_DOUBLING_LEN => {
             let (axis, r) = outer_symmetric_window(footprint)?;
-            if axis + 2 == footprint.rank() && node.ty.dtype == crate::types::DType::F32 {
+            if axis + 2 == footprint.rank()
+                && matches!(node.ty.dtype, DType::F32 | DType::U8 | DType::Bool)
+            {
                 // The run axis: left whole for the CPU backend's row blocks.
                 return None;
             }
