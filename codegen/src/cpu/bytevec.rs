@@ -9,7 +9,7 @@
 //! Every op here is exact lane-wise integer arithmetic with the scalar path's meaning
 //! (wrapping u8 add/sub/neg, unsigned compares), so the two paths agree bit for bit.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 
 use cranelift_codegen::ir::condcodes::IntCC;
 use cranelift_codegen::ir::{types, ConstantData, InstBuilder, Value};
@@ -332,16 +332,9 @@ pub(crate) fn body_shared(
     for (&(i, v), &val) in sp.carry.iter().zip(carried) {
         frame_at(&mut em, &mut frames, x, v, n, sp.lanes).1[i] = Some(BVal::lanes(val));
     }
-    for (u, need) in sp.needs.iter().enumerate() {
-        // The vectors ahead first (what later outputs take by shuffles), then the output's
-        // own; instructions in emission order within a vector.
-        let vs: BTreeSet<i64> = need.iter().flatten().copied().collect();
-        for &v in vs.iter().rev() {
-            for &i in order {
-                if need[i].binary_search(&v).is_ok() {
-                    ensure(&mut em, stage, rows, sp, &mut frames, x, (i, v))?;
-                }
-            }
+    for u in 0..sp.needs.len() {
+        for at in sp.needed(u, order) {
+            ensure(&mut em, stage, rows, sp, &mut frames, x, at)?;
         }
         let mut r = frames
             .get(&(u as i64))
@@ -408,7 +401,7 @@ fn frame_at<'f>(
 }
 
 /// Emits instruction `i` at vector `v` of a shared step and, first, whatever it needs that
-/// is not emitted yet (an explicit stack: no recursion on deep programs).
+/// is not emitted yet (see `ShiftPlan::schedule`).
 fn ensure(
     em: &mut Em,
     stage: &Stage,
@@ -419,25 +412,10 @@ fn ensure(
     at: (usize, i64),
 ) -> Result<(), CodegenError> {
     let n = stage.insts.len();
-    let done = |frames: &BTreeMap<i64, Frame>, (i, v): (usize, i64)| {
+    let todo = sp.schedule(stage, at, |(i, v)| {
         frames.get(&v).is_some_and(|f| f.1[i].is_some())
-    };
-    let mut stack = vec![at];
-    while let Some(&(i, v)) = stack.last() {
-        if done(frames, (i, v)) {
-            stack.pop();
-            continue;
-        }
-        let missing: Vec<(usize, i64)> = sp
-            .deps(stage, (i, v))
-            .into_iter()
-            .filter(|&d| !done(frames, d))
-            .collect();
-        if !missing.is_empty() {
-            stack.extend(missing.into_iter().rev());
-            continue;
-        }
-        stack.pop();
+    });
+    for (i, v) in todo {
         let (xv, _) = *frame_at(em, frames, x, v, n, sp.lanes);
         let val = match sp.derive[i] {
             Some((r, d)) => {

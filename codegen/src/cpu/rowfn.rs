@@ -20,7 +20,7 @@
 //! Float min/max run on order keys, or in compare form inside pure min or max trees (see
 //! [`tree_form`] and `values::Tree`).
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, HashMap};
 
 use cranelift_codegen::ir::condcodes::IntCC;
 use cranelift_codegen::ir::{types, BlockArg, InstBuilder, Type, Value};
@@ -1174,16 +1174,9 @@ fn body_shared(
         let (_, f) = frame_at(&mut em, &mut frames, x, v, stage.insts.len());
         f.vals[i] = Some(Val::plain(stage.insts[i].dtype, val));
     }
-    for (u, need) in sp.needs.iter().enumerate() {
-        // The vectors ahead first (what later outputs take by lane shifts), then the
-        // output's own; instructions in emission order within a vector.
-        let vs: BTreeSet<i64> = need.iter().flatten().copied().collect();
-        for &v in vs.iter().rev() {
-            for &i in &plan.order {
-                if need[i].binary_search(&v).is_ok() {
-                    ensure(&mut em, stage, plan, sp, ctx, &mut frames, x, (i, v), fault)?;
-                }
-            }
+    for u in 0..sp.needs.len() {
+        for at in sp.needed(u, &plan.order) {
+            ensure(&mut em, stage, plan, sp, ctx, &mut frames, x, at, fault)?;
         }
         let mut r = frames
             .get(&(u as i64))
@@ -1242,7 +1235,7 @@ fn frame_at<'f>(
 }
 
 /// Emits instruction `i` at vector `v` of a shared step and, first, whatever it needs that
-/// is not emitted yet (an explicit stack: no recursion on deep programs).
+/// is not emitted yet (see `ShiftPlan::schedule`).
 #[allow(clippy::too_many_arguments)]
 fn ensure(
     em: &mut Em,
@@ -1256,27 +1249,14 @@ fn ensure(
     fault: Option<Fault>,
 ) -> Result<(), CodegenError> {
     let n = stage.insts.len();
-    let done = |frames: &BTreeMap<i64, (Value, Frame)>, (i, v): (usize, i64)| {
+    let todo = sp.schedule(stage, at, |(i, v)| {
         frames.get(&v).is_some_and(|f| f.1.vals[i].is_some())
-    };
-    let mut stack = vec![at];
-    while let Some(&(i, v)) = stack.last() {
-        if done(frames, (i, v)) {
-            stack.pop();
-            continue;
-        }
-        let deps = sp.deps(stage, (i, v));
-        let missing: Vec<(usize, i64)> =
-            deps.iter().copied().filter(|&d| !done(frames, d)).collect();
-        if !missing.is_empty() {
-            stack.extend(missing.into_iter().rev());
-            continue;
-        }
-        stack.pop();
+    });
+    for (i, v) in todo {
         frame_at(em, frames, x, v, n);
         match sp.derive[i] {
             Some((r, d)) => {
-                let (fl, k) = (d.div_euclid(4), d.rem_euclid(4));
+                let (fl, k) = (d.div_euclid(sp.lanes), d.rem_euclid(sp.lanes));
                 let get = |frames: &BTreeMap<i64, (Value, Frame)>, w: i64| {
                     frames
                         .get(&w)

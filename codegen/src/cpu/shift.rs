@@ -17,7 +17,7 @@
 //!
 //! The border columns and the scalar paths compute every instruction directly.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap, HashSet};
 
 use kiln_ir::{BinaryOp, Border, DType, Scalar, UnaryOp};
 
@@ -102,9 +102,54 @@ pub(crate) struct ShiftPlan {
 }
 
 impl ShiftPlan {
-    /// The (instruction, vector) pairs the value at `at` is computed from (see [`deps`]).
-    pub(crate) fn deps(&self, stage: &Stage, at: (usize, i64)) -> Vec<(usize, i64)> {
-        deps(stage, &self.derive, self.lanes, at)
+    /// What output vector `u` of a step needs, in emission order: the vectors ahead first
+    /// (what later outputs take by lane shifts), then the output's own; instructions in
+    /// `order` within a vector.
+    pub(crate) fn needed(&self, u: usize, order: &[usize]) -> Vec<(usize, i64)> {
+        let need = &self.needs[u];
+        let vs: BTreeSet<i64> = need.iter().flatten().copied().collect();
+        let mut out = Vec::new();
+        for &v in vs.iter().rev() {
+            for &i in order {
+                if need[i].binary_search(&v).is_ok() {
+                    out.push((i, v));
+                }
+            }
+        }
+        out
+    }
+
+    /// The values to compute for the value at `at`, each after the values it is computed
+    /// from (its operands at its vector, or the class representative's vectors it shifts
+    /// lanes from), leaving out those `done` says are computed: an explicit stack, no
+    /// recursion on deep programs.
+    pub(crate) fn schedule(
+        &self,
+        stage: &Stage,
+        at: (usize, i64),
+        done: impl Fn((usize, i64)) -> bool,
+    ) -> Vec<(usize, i64)> {
+        let mut order = Vec::new();
+        let mut queued: HashSet<(usize, i64)> = HashSet::new();
+        let mut stack = vec![at];
+        while let Some(&top) = stack.last() {
+            if queued.contains(&top) || done(top) {
+                stack.pop();
+                continue;
+            }
+            let missing: Vec<(usize, i64)> = deps(stage, &self.derive, self.lanes, top)
+                .into_iter()
+                .filter(|&d| !queued.contains(&d) && !done(d))
+                .collect();
+            if missing.is_empty() {
+                stack.pop();
+                queued.insert(top);
+                order.push(top);
+            } else {
+                stack.extend(missing.into_iter().rev());
+            }
+        }
+        order
     }
 }
 
