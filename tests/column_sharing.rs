@@ -185,9 +185,10 @@ fn u8_tensor(shape: &[usize], ties: bool, seed: u64) -> kiln::Tensor {
 }
 
 /// The same on the 16-lane byte path (u8 and bool stages, `bytevec`): with sharing, without
-/// it, with the background compile's budget and without carried values, every width from 1
-/// to 160 (shared steps of up to 8 vectors of 16 columns, the redone last step, the
-/// one-vector loop, scalar border columns) and the strided layouts agree with eager.
+/// it, with the background compile's budget, without carried values and without edge
+/// vectors, every width from 1 to 160 (shared steps of up to 8 vectors of 16 columns, the
+/// one-vector loop, 16-column edge vectors from 48 columns on, scalar border columns) and
+/// the strided layouts agree with eager.
 #[test]
 fn byte_path_sharing_changes_no_bit_at_any_width() {
     let p = |kv: &[(&str, &str)]| -> Vec<(String, String)> {
@@ -248,8 +249,16 @@ fn byte_path_sharing_changes_no_bit_at_any_width() {
                 ..Default::default()
             }),
         ),
+        (
+            "scalar edges",
+            Engine::with_options(CompileOptions {
+                no_edge_vectors: true,
+                ..Default::default()
+            }),
+        ),
     ];
     let mut shared_kernels = 0;
+    let mut edge_kernels = 0;
     for (op, dtype, params) in &cases {
         for w in (1..=80usize).chain([95, 127, 128, 129, 143, 160]) {
             let shape = [1, 1, 5, w];
@@ -266,6 +275,11 @@ fn byte_path_sharing_changes_no_bit_at_any_width() {
                     .iter()
                     .filter(|k| k.describe().contains("I8X16 (when strides are 1), "))
                     .filter(|k| k.describe().contains("shared across columns"))
+                    .count();
+                edge_kernels += c
+                    .kernels
+                    .iter()
+                    .filter(|k| k.describe().contains("first and last 16 columns"))
                     .count();
             }
             for variant in 0..2u64 {
@@ -299,5 +313,76 @@ fn byte_path_sharing_changes_no_bit_at_any_width() {
     assert!(
         shared_kernels >= 5,
         "only {shared_kernels} byte-path kernels shared work between columns"
+    );
+    // ... and took edge vectors.
+    assert!(
+        edge_kernels >= 4,
+        "only {edge_kernels} byte-path kernels used edge vectors"
+    );
+}
+
+/// Byte-path edge vectors with in-range tests: a window over a pointwise producer under a
+/// constant border is inlined as `select(in_range(o), f(x at o), c)`, whose column tests
+/// become constant lane masks in an edge vector. u8 and bool, every width from 40 to 100
+/// (edge vectors from 48 columns on), against eager and against the kernel without edge
+/// vectors.
+#[test]
+fn byte_edge_vectors_with_in_range_tests_match_eager() {
+    use kiln::ir::{BinaryOp, Border, Footprint, GraphBuilder, ReduceOp, Scalar, UnaryOp};
+    let with_edges = Engine::new();
+    let without = Engine::with_options(CompileOptions {
+        no_edge_vectors: true,
+        ..Default::default()
+    });
+    let mut edge_kernels = 0;
+    for dtype in [DType::U8, DType::Bool] {
+        for w in 40..=100usize {
+            let shape = [1, 1, 4, w];
+            let mut b = GraphBuilder::new();
+            let x = b.input(dtype, &shape).unwrap();
+            let (y, op, c) = match dtype {
+                DType::U8 => {
+                    let three = b.constant_like(Scalar::U8(3), x).unwrap();
+                    let y = b.binary(BinaryOp::Add, x, three).unwrap();
+                    (y, ReduceOp::Max, Scalar::U8(7))
+                }
+                _ => {
+                    let y = b.unary(UnaryOp::Not, x).unwrap();
+                    (y, ReduceOp::All, Scalar::Bool(true))
+                }
+            };
+            // Bool: one row (a 3x9 box's 140 instructions are past the edge-vector limit).
+            let rows = if dtype == DType::U8 { 3 } else { 1 };
+            let fp = Footprint::scipy_box(&[rows, 9], &[0, 0]);
+            let r = b.window_reduce(y, op, &fp, Border::Constant(c)).unwrap();
+            let graph = b.finish(&[r]).unwrap();
+            let compiled = with_edges.compile(&graph).unwrap();
+            if w == 100 {
+                edge_kernels += compiled
+                    .kernels
+                    .iter()
+                    .filter(|k| k.describe().contains("first and last 16 columns"))
+                    .count();
+            }
+            for seed in 0..2u64 {
+                let x = match dtype {
+                    DType::Bool => common::bool_tensor(&shape, seed == 0, w as u64 + seed),
+                    _ => u8_tensor(&shape, seed == 1, w as u64 + seed),
+                };
+                let want = eager::run(&graph, std::slice::from_ref(&x)).unwrap();
+                for (name, got) in [
+                    ("edges", compiled.run(&with_edges, std::slice::from_ref(&x))),
+                    ("scalar", without.run(&graph, std::slice::from_ref(&x))),
+                ] {
+                    if let Some(d) = first_difference(&want[0], &got.unwrap()[0]) {
+                        panic!("{dtype} width {w} seed {seed} {name}: {d}");
+                    }
+                }
+            }
+        }
+    }
+    assert!(
+        edge_kernels >= 2,
+        "only {edge_kernels} kernels used edge vectors"
     );
 }

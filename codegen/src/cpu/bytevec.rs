@@ -14,8 +14,9 @@ use std::collections::BTreeMap;
 use cranelift_codegen::ir::condcodes::IntCC;
 use cranelift_codegen::ir::{types, ConstantData, InstBuilder, Value};
 use cranelift_frontend::FunctionBuilder;
-use kiln_ir::{BinaryOp, DType, Scalar, UnaryOp};
+use kiln_ir::{BinaryOp, Border, DType, Scalar, UnaryOp};
 
+use super::edge::{LaneSource, Shape, Side};
 use super::shift::ShiftPlan;
 use super::values::mem;
 use crate::kernel::{Op, Stage};
@@ -124,20 +125,26 @@ pub(crate) struct Rows<'a> {
     pub(crate) flag: &'a [Value],
     /// Min and max exchanged (the planted fault).
     pub(crate) swapped: &'a [bool],
+    /// The row's width in columns (edge vectors load from its right end).
+    pub(crate) width: Value,
 }
 
-/// Emits sixteen columns of `stage` at column `x` (every column and every `x + dx` of the
-/// interior, unit strides). Returns the 16 result bytes (bools as 0/1).
+/// Emits sixteen columns of `stage` at column `x` (unit strides): with `edge == None`,
+/// columns of the interior (every `x + dx` inside the row); with `Some(side)`, the first
+/// (`x == 0`) or last (`x == W - 16`) sixteen columns of a row of at least
+/// `Shape::BYTES.min_width(1)` columns, whose loads read outside the row per the border
+/// mode (see `edge`). Returns the 16 result bytes (bools as 0/1).
 pub(crate) fn body(
     b: &mut FunctionBuilder,
     stage: &Stage,
     rows: &Rows,
     x: Value,
+    edge: Option<Side>,
 ) -> Result<Value, CodegenError> {
     let mut em = Em { b, one: None };
     let mut vals: Vec<Option<BVal>> = vec![None; stage.insts.len()];
     for i in 0..stage.insts.len() {
-        vals[i] = Some(emit_inst(&mut em, stage, rows, i, x, &mut vals)?);
+        vals[i] = Some(emit_inst(&mut em, stage, rows, i, x, edge, &mut vals)?);
     }
     let mut r = get(&vals, stage.result.0 as usize)?;
     Ok(em.lanes(&mut r))
@@ -151,21 +158,39 @@ fn get(vals: &[Option<BVal>], i: usize) -> Result<BVal, CodegenError> {
         .ok_or_else(|| bad(format!("value {i} used before it is emitted")))
 }
 
-/// Emits instruction `i` at column `x` from its operands in `vals` (which keep the lane
-/// and mask forms computed for them on the way).
+/// Emits instruction `i` at column `x` (an edge vector at `edge`, see [`body`]) from its
+/// operands in `vals` (which keep the lane and mask forms computed for them on the way).
 fn emit_inst(
     em: &mut Em,
     stage: &Stage,
     rows: &Rows,
     i: usize,
     x: Value,
+    edge: Option<Side>,
     vals: &mut [Option<BVal>],
 ) -> Result<BVal, CodegenError> {
     let inst = &stage.insts[i];
     let v = match &inst.op {
-        Op::Load { offset, .. } => {
+        Op::Load { offset, border, .. } => {
             let s = rows.slot_of[i].ok_or_else(|| bad("load without slot"))?;
             let dx = *offset.last().expect("validated offset");
+            let sources = match edge {
+                Some(side) => {
+                    let lanes = Shape::BYTES
+                        .load_lanes(side, 0, dx, border)
+                        .ok_or_else(|| bad(format!("edge vector load at column offset {dx}")))?;
+                    (!Shape::BYTES.is_direct(side, 0, dx, &lanes)).then_some(lanes)
+                }
+                None => None,
+            };
+            if let Some(lanes) = sources {
+                return Ok(BVal::lanes(em.edge_load(
+                    rows.ptr[s],
+                    rows.width,
+                    border,
+                    &lanes,
+                )?));
+            }
             let addr = em.b.ins().iadd(rows.ptr[s], x);
             let v = match i32::try_from(dx) {
                 Ok(o) => em.b.ins().load(types::I8X16, mem(), addr, o),
@@ -176,13 +201,28 @@ fn emit_inst(
             };
             BVal::lanes(v)
         }
-        Op::InRange(_) => match rows.slot_of[i] {
-            Some(s) => {
-                let v = em.b.ins().splat(types::I8X16, rows.flag[s]);
-                BVal::lanes(v)
+        Op::InRange(offset) => {
+            let dx = *offset.last().expect("validated offset");
+            let outer = rows.slot_of[i].map(|s| em.b.ins().splat(types::I8X16, rows.flag[s]));
+            // In an edge vector, the lanes whose column is outside the row.
+            let lanes = edge
+                .map(|side| Shape::BYTES.in_range_lanes(side, 0, dx))
+                .filter(|l| l.contains(&false));
+            match (outer, lanes) {
+                (None, None) => em.konst(true),
+                (Some(o), None) => BVal::lanes(o),
+                (outer, Some(lanes)) => {
+                    let bytes: Vec<u8> = lanes.iter().map(|&t| u8::from(t)).collect();
+                    let handle = em.b.func.dfg.constants.insert(bytes.into());
+                    let c = em.b.ins().vconst(types::I8X16, handle);
+                    match outer {
+                        Some(o) => BVal::lanes(em.b.ins().band(o, c)),
+                        None if !lanes.contains(&true) => em.konst(false),
+                        None => BVal::lanes(c),
+                    }
+                }
             }
-            None => em.konst(true),
-        },
+        }
         Op::Const(Scalar::U8(c)) => BVal::lanes(em.splat(*c as i64)),
         Op::Const(Scalar::Bool(c)) => em.konst(*c),
         Op::Const(c) => return Err(bad(format!("constant {c} on the byte path"))),
@@ -439,7 +479,7 @@ fn ensure(
                     .get_mut(&v)
                     .ok_or_else(|| bad("frame not created"))?
                     .1;
-                emit_inst(em, stage, rows, i, xv, f)?
+                emit_inst(em, stage, rows, i, xv, None, f)?
             }
         };
         if let Some(f) = frames.get_mut(&v) {
@@ -450,6 +490,94 @@ fn ensure(
 }
 
 impl Em<'_, '_> {
+    /// An edge-vector load (see `edge`): lane `j` from the column `lanes[j]` names, out of
+    /// at most two 16-byte anchors per end (columns `0..16`, `16..32`, `W-32..W-16`,
+    /// `W-16..W`) and the border's constant, combined by one shuffle per extra source.
+    fn edge_load(
+        &mut self,
+        p: Value,
+        width: Value,
+        border: &Border,
+        lanes: &[LaneSource],
+    ) -> Result<Value, CodegenError> {
+        #[derive(Clone, Copy, PartialEq, Eq)]
+        enum Anchor {
+            Left(i64),
+            Right(i64),
+            Constant,
+        }
+        let mut anchors: Vec<Anchor> = Vec::new();
+        let mut vals: Vec<Value> = Vec::new();
+        let mut picks: Vec<(usize, u8)> = Vec::with_capacity(lanes.len());
+        for (j, lane) in lanes.iter().enumerate() {
+            let (anchor, l) = match *lane {
+                LaneSource::FromLeft(c) => (Anchor::Left(c / LANES), (c % LANES) as u8),
+                LaneSource::FromRight(r) => {
+                    let c = r + 2 * LANES;
+                    (Anchor::Right(c / LANES), (c % LANES) as u8)
+                }
+                LaneSource::Constant => (Anchor::Constant, j as u8),
+            };
+            let k = match anchors.iter().position(|&a| a == anchor) {
+                Some(k) => k,
+                None => {
+                    let v = match anchor {
+                        Anchor::Left(a) => {
+                            self.b
+                                .ins()
+                                .load(types::I8X16, mem(), p, (LANES * a) as i32)
+                        }
+                        Anchor::Right(a) => {
+                            let end = self.b.ins().iadd(p, width);
+                            let off = (LANES * a - 2 * LANES) as i32;
+                            self.b.ins().load(types::I8X16, mem(), end, off)
+                        }
+                        Anchor::Constant => match border {
+                            Border::Constant(Scalar::U8(c)) => self.splat(i64::from(*c)),
+                            Border::Constant(Scalar::Bool(c)) => self.splat(i64::from(*c)),
+                            _ => return Err(bad("constant lanes without a byte constant border")),
+                        },
+                    };
+                    anchors.push(anchor);
+                    vals.push(v);
+                    vals.len() - 1
+                }
+            };
+            picks.push((k, l));
+        }
+        // Source 0 (and 1) by one shuffle, each further source by one more; lanes of sources
+        // not merged yet are placeholders.
+        let mut acc = vals[0];
+        let identity = picks.iter().enumerate().all(|(j, &p)| p == (0, j as u8));
+        if vals.len() == 1 && (identity || anchors[0] == Anchor::Constant) {
+            return Ok(acc);
+        }
+        let shuffle = |em: &mut Self, a: Value, b: Value, mask: Vec<u8>| {
+            let imm = em.b.func.dfg.immediates.push(ConstantData::from(mask));
+            em.b.ins().shuffle(a, b, imm)
+        };
+        let first: Vec<u8> = picks
+            .iter()
+            .enumerate()
+            .map(|(j, &(k, l))| match k {
+                0 => l,
+                1 => 16 + l,
+                _ => j as u8,
+            })
+            .collect();
+        let second = vals.get(1).copied().unwrap_or(acc);
+        acc = shuffle(self, acc, second, first);
+        for (src, &v) in vals.iter().enumerate().skip(2) {
+            let mask: Vec<u8> = picks
+                .iter()
+                .enumerate()
+                .map(|(j, &(k, l))| if k == src { 16 + l } else { j as u8 })
+                .collect();
+            acc = shuffle(self, acc, v, mask);
+        }
+        Ok(acc)
+    }
+
     /// Bytes `k..k + 16` of `lo` then `hi` (the value `k` columns to the right of `lo`'s
     /// vector): one `palignr`. A known bool is the same in every lane and stays known.
     fn shift_bytes(&mut self, mut lo: BVal, mut hi: BVal, k: u8) -> BVal {

@@ -1,5 +1,7 @@
 //! Edge vectors: the first and the last `4k` columns of a row as `k` `F32X4` steps each
-//! (`k` = 1 or 2), instead of scalar border columns.
+//! (`k` = 1 or 2), instead of scalar border columns. The byte path (`bytevec`) takes one
+//! 16-column `I8X16` vector per end ([`Shape::BYTES`]: the same rules with 16 lanes and
+//! anchors within 32 columns of an end).
 //!
 //! A load `x + dx` in an edge vector (`x` in `[4v, 4v+4)` at the left end, in
 //! `[W-4v-4, W-4v)` at the right end, `v < k`) reads columns outside the row for some lanes.
@@ -26,18 +28,124 @@ pub(crate) const MAX_EDGE_VECTORS: i64 = 2;
 /// Columns from each end an anchor vector may start at (four anchors per end).
 const ANCHOR_SPAN: i64 = 16;
 
-/// Edge vectors per end for a stage whose column offsets lie in `[min_dx, max_dx]`: enough
-/// to cover its border columns, `None` beyond [`MAX_EDGE_VECTORS`].
-pub(crate) fn vectors_for(min_dx: i64, max_dx: i64) -> Option<i64> {
-    let reach = (-min_dx).max(max_dx).max(1);
-    let k = (reach + EDGE_LANES - 1) / EDGE_LANES;
-    (k <= MAX_EDGE_VECTORS).then_some(k)
+/// The geometry of one path's edge vectors.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Shape {
+    /// Lanes (columns) per vector.
+    pub(crate) lanes: i64,
+    /// Most edge vectors per end.
+    pub(crate) max_vectors: i64,
+    /// Lane sources lie within this many columns of their end (anchor vectors).
+    pub(crate) span: i64,
 }
 
-/// Narrowest row that takes `k` edge vectors per end: every lane source below holds from
-/// here on, and the interior between them, `[4k, W-4k)`, is at least one vector wide.
-pub(crate) fn min_width(k: i64) -> i64 {
-    2 * k * EDGE_LANES + EDGE_LANES
+impl Shape {
+    /// `F32X4`: up to two vectors of 4 lanes per end, anchors within 16 columns.
+    pub(crate) const F32: Shape = Shape {
+        lanes: EDGE_LANES,
+        max_vectors: MAX_EDGE_VECTORS,
+        span: ANCHOR_SPAN,
+    };
+    /// `I8X16`: one vector of 16 lanes per end, anchors within 32 columns (two vectors).
+    pub(crate) const BYTES: Shape = Shape {
+        lanes: 16,
+        max_vectors: 1,
+        span: 32,
+    };
+
+    /// Edge vectors per end for column offsets in `[min_dx, max_dx]`: enough to cover the
+    /// border columns, `None` beyond `max_vectors`.
+    pub(crate) fn vectors_for(self, min_dx: i64, max_dx: i64) -> Option<i64> {
+        let reach = (-min_dx).max(max_dx).max(1);
+        let k = (reach + self.lanes - 1) / self.lanes;
+        (k <= self.max_vectors).then_some(k)
+    }
+
+    /// Narrowest row that takes `k` edge vectors per end: every lane source holds from
+    /// here on, and the interior between them, `[lanes·k, W-lanes·k)`, is at least one
+    /// vector wide.
+    pub(crate) fn min_width(self, k: i64) -> i64 {
+        2 * k * self.lanes + self.lanes
+    }
+
+    /// The first column of edge vector `v` on `side` in a row of `width` columns.
+    pub(crate) fn first_column(self, side: Side, v: i64, width: i64) -> i64 {
+        match side {
+            Side::Left => self.lanes * v,
+            Side::Right => width - self.lanes * (v + 1),
+        }
+    }
+
+    fn column(self, side: Side, v: i64, lane: i64, dx: i64, width: i64) -> i64 {
+        self.first_column(side, v, width) + lane + dx
+    }
+
+    /// The source of each lane of a load (see [`load_lanes`]).
+    pub(crate) fn load_lanes(
+        self,
+        side: Side,
+        v: i64,
+        dx: i64,
+        border: &Border,
+    ) -> Option<Vec<LaneSource>> {
+        if dx.abs() > self.max_vectors * self.lanes || !(0..self.max_vectors).contains(&v) {
+            return None;
+        }
+        let mut out = vec![LaneSource::Constant; self.lanes as usize];
+        for (lane, slot) in out.iter_mut().enumerate() {
+            let probes: Vec<(i64, Option<i64>)> = PROBE_WIDTHS
+                .iter()
+                .map(|&w| {
+                    let j = self.column(side, v, lane as i64, dx, w as i64);
+                    (w as i64, remap_index(j, w, border).map(|m| m as i64))
+                })
+                .collect();
+            *slot = if probes.iter().all(|(_, m)| m.is_none()) {
+                LaneSource::Constant
+            } else if probes.iter().any(|(_, m)| m.is_none()) {
+                return None;
+            } else {
+                let from_left: Vec<i64> = probes.iter().filter_map(|&(_, m)| m).collect();
+                let from_right: Vec<i64> = probes
+                    .iter()
+                    .zip(&from_left)
+                    .map(|(&(w, _), &m)| m - w)
+                    .collect();
+                if from_left.iter().all(|&m| m == from_left[0])
+                    && (0..self.span).contains(&from_left[0])
+                {
+                    LaneSource::FromLeft(from_left[0])
+                } else if from_right.iter().all(|&r| r == from_right[0])
+                    && (-self.span..0).contains(&from_right[0])
+                {
+                    LaneSource::FromRight(from_right[0])
+                } else {
+                    return None;
+                }
+            };
+        }
+        Some(out)
+    }
+
+    /// Whether every lane reads its own column (see [`is_direct`]).
+    pub(crate) fn is_direct(self, side: Side, v: i64, dx: i64, lanes: &[LaneSource]) -> bool {
+        lanes.iter().enumerate().all(|(lane, src)| {
+            let lane = lane as i64;
+            match (side, *src) {
+                (Side::Left, LaneSource::FromLeft(c)) => c == self.column(side, v, lane, dx, 0),
+                (Side::Right, LaneSource::FromRight(r)) => r == self.column(side, v, lane, dx, 0),
+                _ => false,
+            }
+        })
+    }
+
+    /// Per lane: whether column `x + dx` is inside the row (see [`in_range_lanes`]).
+    pub(crate) fn in_range_lanes(self, side: Side, v: i64, dx: i64) -> Vec<bool> {
+        let w = PROBE_WIDTHS[0] as i64;
+        (0..self.lanes)
+            .map(|lane| (0..w).contains(&self.column(side, v, lane, dx, w)))
+            .collect()
+    }
 }
 
 /// Widths at which the lane sources are probed (all at least `min_width(MAX_EDGE_VECTORS)`).
@@ -63,85 +171,40 @@ pub(crate) enum LaneSource {
     Constant,
 }
 
-/// The first column of edge vector `v` on `side` in a row of `width` columns.
-pub(crate) fn first_column(side: Side, v: i64, width: i64) -> i64 {
-    match side {
-        Side::Left => EDGE_LANES * v,
-        Side::Right => width - EDGE_LANES * (v + 1),
-    }
-}
-
 /// The column lane `lane` of edge vector `v` on `side` reads with offset `dx` (possibly
 /// outside the row).
+#[cfg(test)]
 fn column(side: Side, v: i64, lane: i64, dx: i64, width: i64) -> i64 {
-    first_column(side, v, width) + lane + dx
+    Shape::F32.column(side, v, lane, dx, width)
 }
 
 /// The source of each lane of a load with column offset `dx` under `border` in edge vector
 /// `v`, or `None` when an edge vector cannot compute it (`|dx| > 8`, or a source farther
 /// than sixteen columns from its end).
 pub(crate) fn load_lanes(side: Side, v: i64, dx: i64, border: &Border) -> Option<[LaneSource; 4]> {
-    if dx.abs() > MAX_EDGE_VECTORS * EDGE_LANES || !(0..MAX_EDGE_VECTORS).contains(&v) {
-        return None;
-    }
-    let mut out = [LaneSource::Constant; 4];
-    for (lane, slot) in out.iter_mut().enumerate() {
-        let probes: Vec<(i64, Option<i64>)> = PROBE_WIDTHS
-            .iter()
-            .map(|&w| {
-                let j = column(side, v, lane as i64, dx, w as i64);
-                (w as i64, remap_index(j, w, border).map(|m| m as i64))
-            })
-            .collect();
-        *slot = if probes.iter().all(|(_, m)| m.is_none()) {
-            LaneSource::Constant
-        } else if probes.iter().any(|(_, m)| m.is_none()) {
-            return None;
-        } else {
-            let from_left: Vec<i64> = probes.iter().filter_map(|&(_, m)| m).collect();
-            let from_right: Vec<i64> = probes
-                .iter()
-                .zip(&from_left)
-                .map(|(&(w, _), &m)| m - w)
-                .collect();
-            if from_left.iter().all(|&m| m == from_left[0])
-                && (0..ANCHOR_SPAN).contains(&from_left[0])
-            {
-                LaneSource::FromLeft(from_left[0])
-            } else if from_right.iter().all(|&r| r == from_right[0])
-                && (-ANCHOR_SPAN..0).contains(&from_right[0])
-            {
-                LaneSource::FromRight(from_right[0])
-            } else {
-                return None;
-            }
-        };
-    }
-    Some(out)
+    let lanes = Shape::F32.load_lanes(side, v, dx, border)?;
+    lanes.try_into().ok()
 }
 
 /// Whether every lane of `lanes` reads its own column `x + dx` inside the row (a plain
 /// vector load then does).
 pub(crate) fn is_direct(side: Side, v: i64, dx: i64, lanes: &[LaneSource; 4]) -> bool {
-    lanes.iter().enumerate().all(|(lane, src)| {
-        let lane = lane as i64;
-        match (side, *src) {
-            (Side::Left, LaneSource::FromLeft(c)) => c == column(side, v, lane, dx, 0),
-            (Side::Right, LaneSource::FromRight(r)) => r == column(side, v, lane, dx, 0),
-            _ => false,
-        }
-    })
+    Shape::F32.is_direct(side, v, dx, lanes)
 }
 
 /// Per lane: whether column `x + dx` of edge vector `v` is inside the row (for rows of at
 /// least `min_width(k)` columns, `v < k` and `|dx| <= 4k`).
 pub(crate) fn in_range_lanes(side: Side, v: i64, dx: i64) -> [bool; 4] {
-    let w = PROBE_WIDTHS[0] as i64;
-    std::array::from_fn(|lane| (0..w).contains(&column(side, v, lane as i64, dx, w)))
+    let lanes = Shape::F32.in_range_lanes(side, v, dx);
+    std::array::from_fn(|lane| lanes[lane])
 }
 
-// The widest minimum width is below the probe widths.
+// The widest minimum widths are below the probe widths.
 const _: () = assert!(2 * MAX_EDGE_VECTORS * EDGE_LANES + EDGE_LANES < 64);
+// The byte path's narrowest row is below the probe widths and holds its anchors (two
+// vectors per end).
+const BYTES_MIN_WIDTH: i64 = 2 * Shape::BYTES.max_vectors * Shape::BYTES.lanes + Shape::BYTES.lanes;
+const _: () = assert!(BYTES_MIN_WIDTH < 64 && BYTES_MIN_WIDTH >= Shape::BYTES.span);
 
 #[cfg(test)]
 mod tests {
@@ -166,12 +229,14 @@ mod tests {
             for side in [Side::Left, Side::Right] {
                 let reach = MAX_EDGE_VECTORS * EDGE_LANES;
                 for dx in -reach..=reach {
-                    let k = vectors_for(dx.min(0), dx.max(0)).expect("within reach");
+                    let k = Shape::F32
+                        .vectors_for(dx.min(0), dx.max(0))
+                        .expect("within reach");
                     for v in 0..k {
                         let lanes = load_lanes(side, v, dx, &border).unwrap_or_else(|| {
                             panic!("{border:?} {side:?} v {v} dx {dx} unsupported")
                         });
-                        for w in min_width(k)..400 {
+                        for w in Shape::F32.min_width(k)..400 {
                             for (lane, src) in lanes.iter().enumerate() {
                                 let j = column(side, v, lane as i64, dx, w);
                                 let want = remap_index(j, w as usize, &border).map(|m| m as i64);
@@ -197,15 +262,51 @@ mod tests {
         }
     }
 
+    /// The same for the byte path's one 16-lane vector per end.
+    #[test]
+    fn byte_lane_sources_match_remap_index_at_every_width() {
+        let sh = Shape::BYTES;
+        for border in borders() {
+            for side in [Side::Left, Side::Right] {
+                for dx in -16..=16 {
+                    assert_eq!(sh.vectors_for(dx.min(0), dx.max(0)), Some(1));
+                    let lanes = sh
+                        .load_lanes(side, 0, dx, &border)
+                        .unwrap_or_else(|| panic!("{border:?} {side:?} dx {dx} unsupported"));
+                    assert_eq!(lanes.len(), 16);
+                    for w in sh.min_width(1)..400 {
+                        for (lane, src) in lanes.iter().enumerate() {
+                            let j = sh.column(side, 0, lane as i64, dx, w);
+                            let want = remap_index(j, w as usize, &border).map(|m| m as i64);
+                            let got = match *src {
+                                LaneSource::FromLeft(c) => Some(c),
+                                LaneSource::FromRight(r) => Some(w + r),
+                                LaneSource::Constant => None,
+                            };
+                            assert_eq!(got, want, "{border:?} {side:?} dx {dx} w {w} lane {lane}");
+                        }
+                        for (lane, ok) in sh.in_range_lanes(side, 0, dx).into_iter().enumerate() {
+                            let j = sh.column(side, 0, lane as i64, dx, w);
+                            assert_eq!(ok, (0..w).contains(&j));
+                        }
+                    }
+                }
+            }
+        }
+        assert_eq!(sh.vectors_for(-17, 0), None);
+        assert_eq!(sh.min_width(1), 48);
+    }
+
     #[test]
     fn vectors_per_end_follow_the_reach() {
-        assert_eq!(vectors_for(-1, 1), Some(1));
-        assert_eq!(vectors_for(0, 4), Some(1));
-        assert_eq!(vectors_for(-5, 0), Some(2));
-        assert_eq!(vectors_for(-7, 7), Some(2));
-        assert_eq!(vectors_for(-9, 0), None);
-        assert_eq!(min_width(1), 12);
-        assert_eq!(min_width(2), 20);
+        let f = Shape::F32;
+        assert_eq!(f.vectors_for(-1, 1), Some(1));
+        assert_eq!(f.vectors_for(0, 4), Some(1));
+        assert_eq!(f.vectors_for(-5, 0), Some(2));
+        assert_eq!(f.vectors_for(-7, 7), Some(2));
+        assert_eq!(f.vectors_for(-9, 0), None);
+        assert_eq!(f.min_width(1), 12);
+        assert_eq!(f.min_width(2), 20);
     }
 
     #[test]

@@ -243,6 +243,15 @@ impl StagePlan {
         self.edge_vectors > 0
     }
 
+    /// The geometry of the stage's edge vectors (16 lanes on the byte path).
+    fn edge_shape(&self) -> edge::Shape {
+        if self.bytes {
+            edge::Shape::BYTES
+        } else {
+            edge::Shape::F32
+        }
+    }
+
     /// Whether the vector interior shares work between neighbouring columns.
     pub(crate) fn shares_columns(&self) -> bool {
         self.shift.is_some()
@@ -335,8 +344,9 @@ impl StagePlan {
                 )
             } else if let Some(w) = &self.row_window {
                 format!(
-                    "vectorised F32X4 (when strides are 1) + overlapped vector tail; a {} \
+                    "vectorised {} (when strides are 1) + overlapped vector tail; a {} \
                      window of {} rows: {} output rows per step in the multi-row function",
+                    if self.bytes { "I8X16" } else { "F32X4" },
                     if w.max { "max" } else { "min" },
                     w.len,
                     w.rows
@@ -351,8 +361,8 @@ impl StagePlan {
         ) + &if self.edge_vectors > 0 {
             format!(
                 ", edge vectors for the first and last {} columns of rows of {} or more",
-                edge::EDGE_LANES * self.edge_vectors,
-                edge::min_width(self.edge_vectors)
+                self.edge_shape().lanes * self.edge_vectors,
+                self.edge_shape().min_width(self.edge_vectors)
             )
         } else {
             String::new()
@@ -503,10 +513,16 @@ pub(crate) fn plan_stage(
     // Two vectors per end only above the default step budget (the background compile of a
     // tiered kernel): for opening 15x15 they took the first compile from 4.4–4.8 to
     // 5.1–5.5 ms, past the 5 ms a first compile should take.
-    let reach = edge::vectors_for(min_dx, max_dx);
+    // The byte path takes one 16-column vector per end (reach up to 16 columns).
+    let shape = if bytes {
+        edge::Shape::BYTES
+    } else {
+        edge::Shape::F32
+    };
+    let reach = shape.vectors_for(min_dx, max_dx);
     let k = reach.filter(|&k| k == 1 || !small_budget).unwrap_or(0);
     let edge = !options.no_edge_vectors
-        && vectorisable
+        && (vectorisable || bytes)
         && k > 0
         && (min_dx < 0 || max_dx > 0)
         && shift.as_ref().is_none_or(|sp| {
@@ -516,7 +532,7 @@ pub(crate) fn plan_stage(
         && fault.is_none()
         && stage.insts.iter().all(|inst| match &inst.op {
             Op::Load { offset, border, .. } => [Side::Left, Side::Right].iter().all(|&side| {
-                (0..k).all(|v| edge::load_lanes(side, v, offset[sr - 1], border).is_some())
+                (0..k).all(|v| shape.load_lanes(side, v, offset[sr - 1], border).is_some())
             }),
             _ => true,
         });
@@ -775,7 +791,7 @@ enum Path {
     Border,
     /// Every column in range, four columns, stride 1.
     Vector,
-    /// Edge vector `v` from one end of a row of at least `edge::min_width`, stride 1 (see
+    /// Edge vector `v` from one end of a row of at least `edge::Shape::min_width`, stride 1 (see
     /// `edge`).
     Edge(Side, i64),
 }
@@ -1481,7 +1497,7 @@ pub(crate) fn build_rows(
     });
     let edge_ok = match vec_ok {
         Some(ok) if plan.edge_vectors > 0 => {
-            let min = edge::min_width(plan.edge_vectors);
+            let min = plan.edge_shape().min_width(plan.edge_vectors);
             let wide = b
                 .ins()
                 .icmp_imm_s(IntCC::SignedGreaterThanOrEqual, width, min);
@@ -1747,6 +1763,7 @@ fn emit_row(
         ptr: &ctx.ptr,
         flag: &ctx.flag,
         swapped: &plan.swapped,
+        width: ctx.width,
     };
 
     if let Some(lanes) = plan.lanes() {
@@ -1761,7 +1778,11 @@ fn emit_row(
         let emit_path =
             |b: &mut FunctionBuilder, x: Value, path: Path| -> Result<(), CodegenError> {
                 let v = if plan.bytes {
-                    bytevec::body(b, stage, &byte_rows, x)?
+                    let edge = match path {
+                        Path::Edge(side, _) => Some(side),
+                        _ => None,
+                    };
+                    bytevec::body(b, stage, &byte_rows, x, edge)?
                 } else {
                     body(b, stage, plan, ctx, x, path, fault)?
                 };
@@ -1778,7 +1799,7 @@ fn emit_row(
             Some(e) => {
                 let w4 = b
                     .ins()
-                    .iadd_imm_s(width, -edge::EDGE_LANES * plan.edge_vectors);
+                    .iadd_imm_s(width, -plan.edge_shape().lanes * plan.edge_vectors);
                 b.ins().select(e, w4, xhi)
             }
             None => xhi,
@@ -1801,7 +1822,8 @@ fn emit_row(
                     b.ins().brif(e, left, &[], entry, &[arg(xlo)]);
                     b.switch_to_block(left);
                     for v in 0..plan.edge_vectors {
-                        let x = b.ins().iconst(i64t, edge::first_column(Side::Left, v, 0));
+                        let first = plan.edge_shape().first_column(Side::Left, v, 0);
+                        let x = b.ins().iconst(i64t, first);
                         emit_path(b, x, Path::Edge(Side::Left, v))?;
                     }
                     // Plain steps resume after the edge vectors (fewest vectors per row:
@@ -1813,7 +1835,8 @@ fn emit_row(
                     let start = if plan.shift.is_some() {
                         xlo
                     } else {
-                        b.ins().iconst(i64t, edge::EDGE_LANES * plan.edge_vectors)
+                        b.ins()
+                            .iconst(i64t, plan.edge_shape().lanes * plan.edge_vectors)
                     };
                     b.ins().jump(entry, &[arg(start)]);
                 }
@@ -2027,8 +2050,14 @@ fn emit_row(
         b.ins().brif(e, right, &[], scalar, &[]);
         b.switch_to_block(right);
         for v in 0..plan.edge_vectors {
-            let x = b.ins().iadd_imm_s(width, -edge::EDGE_LANES * (v + 1));
-            let val = body(b, stage, plan, ctx, x, Path::Edge(Side::Right, v), fault)?;
+            let x = b
+                .ins()
+                .iadd_imm_s(width, -plan.edge_shape().lanes * (v + 1));
+            let val = if plan.bytes {
+                bytevec::body(b, stage, &byte_rows, x, Some(Side::Right))?
+            } else {
+                body(b, stage, plan, ctx, x, Path::Edge(Side::Right, v), fault)?
+            };
             let off = b.ins().imul_imm_s(x, esize(out_d));
             let addr = b.ins().iadd(out, off);
             b.ins().store(mem(), val, addr, 0);
