@@ -448,3 +448,37 @@ fn signed_rows_fall_back_to_the_clean_form() {
         assert_eq!((clean, aborted), (0, 1), "{name}");
     }
 }
+
+/// A big byte-path stage (the u8 5x5 median, 211 instructions) compiles unshared first:
+/// its shared steps and their one-vector loop are left to the background compile, which
+/// lands with them and gives the same bits.
+#[test]
+fn big_byte_stages_are_shared_by_the_background_compile() {
+    let shape = [1, 1, 9, 70];
+    let ty = TensorType {
+        dtype: DType::U8,
+        shape: shape.to_vec(),
+    };
+    let params = [("size".to_string(), "5".to_string())];
+    let g = kiln::ops::build_op("median_filter", &params, &ty).unwrap();
+    let engine = Engine::new();
+    let compiled = engine.compile(&g).unwrap();
+    let first = compiled.kernels[0].describe();
+    assert!(!first.contains("shared across columns"), "{first}");
+    assert!(compiled.kernels[0].budget_limited);
+    let v: Vec<u8> = (0..shape.iter().product::<usize>())
+        .map(|i| (i * 37 % 251) as u8)
+        .collect();
+    let x = kiln::Tensor::from_u8(v, &shape).unwrap();
+    let want = eager::run(&g, std::slice::from_ref(&x)).unwrap();
+    let before = compiled.run(&engine, std::slice::from_ref(&x)).unwrap();
+    assert!(first_difference(&want[0], &before[0]).is_none());
+    assert!(compiled.wait_for_upgrades(Duration::from_secs(120)));
+    let upgraded = compiled.upgrades[0]
+        .as_ref()
+        .and_then(|u| u.get())
+        .expect("the background compile lands");
+    assert!(upgraded.describe().contains("shared across columns"));
+    let after = compiled.run(&engine, std::slice::from_ref(&x)).unwrap();
+    assert!(first_difference(&want[0], &after[0]).is_none());
+}
