@@ -512,9 +512,10 @@ pub(crate) fn plan_stage(
     } else {
         None
     };
-    // Edge vectors: for the plain F32X4 loop (not shared steps) of a stage with border
-    // columns, every column offset within reach. Not under a planted fault, which targets
-    // the scalar border path.
+    // Edge vectors: for the vector loop of a stage with border columns, every column
+    // offset within reach, when the loop is plain or shares work in steps of 4 or more
+    // vectors with at most 96 instructions (or is a big shared byte stage, below). Not
+    // under a planted fault, which targets the scalar border path.
     // Two vectors per end only above the default step budget (the background compile of a
     // tiered kernel): for opening 15x15 they took the first compile from 4.4–4.8 to
     // 5.1–5.5 ms, past the 5 ms a first compile should take.
@@ -531,8 +532,12 @@ pub(crate) fn plan_stage(
         && k > 0
         && (min_dx < 0 || max_dx > 0)
         && shift.as_ref().is_none_or(|sp| {
-            sp.blocks >= super::shift::ONE_VECTOR_LOOP_MIN_BLOCKS
-                && stage.insts.len() <= EDGE_SHARED_MAX_INSTS
+            (sp.blocks >= super::shift::ONE_VECTOR_LOOP_MIN_BLOCKS
+                && stage.insts.len() <= EDGE_SHARED_MAX_INSTS)
+                // Big shared byte stages in the background compile (the first compiles
+                // them unshared): their border columns would otherwise run scalar in the
+                // split-off function, 1.45-1.5x slower on the u8 5x5 median.
+                || (bytes && !small_budget)
         })
         && fault.is_none()
         && stage.insts.iter().all(|inst| match &inst.op {
