@@ -1,11 +1,12 @@
 //! Row blocks: a min or max window along the run axis, computed for several output rows at
 //! once.
 //!
-//! A stage whose value is a float min (or max) over the rows `first .. first + k` of one
-//! source, at the output's own column, is a vertical window reduction. Computed row by row
-//! it reads `k` rows per output row. The multi-row function instead computes [`BLOCK_ROWS`]
-//! (`R`, at most `k`) output rows per step from the `R + k - 1` source rows they cover, in
-//! registers, four columns at a time (van Herk/Gil-Werman within the block):
+//! A stage whose value is an f32 or u8 min (or max; for bools, and or or) over the rows
+//! `first .. first + k` of one source, at the output's own column, is a vertical window
+//! reduction. Computed row by row it reads `k` rows per output row. The multi-row function
+//! instead computes [`BLOCK_ROWS`] (`R`, at most `k`) output rows per step from the
+//! `R + k - 1` source rows they cover, in registers, four f32 or sixteen byte columns at a
+//! time (van Herk/Gil-Werman within the block):
 //!
 //! * every window of the block contains rows `R-1 ..= k-1` (relative to the block's first
 //!   source row): their reduction `C` is computed once;
@@ -17,14 +18,15 @@
 //! loads and 14 picks per output vector, or a chain of scratch stages.
 //!
 //! Exact: kiln's float min and max form a semilattice (NaN absorbs and becomes canonical,
-//! -0 < +0, see `SEMANTICS.md`), so any grouping of the same rows gives the same bits. The
-//! picks are `values::Em`'s own: compare-form tree steps, or plain picks in the clean-input
-//! specialisation, and the result is made plain (canonical NaN) once per output.
+//! -0 < +0, see `SEMANTICS.md`), and so do unsigned byte minima and maxima, so any grouping
+//! of the same rows gives the same bits. Float picks are `values::Em`'s own: compare-form
+//! tree steps, or plain picks in the clean-input specialisation, and the result is made
+//! plain (canonical NaN) once per output; byte picks are one `pminub`/`pmaxub` each.
 //!
 //! The block path runs only when the caller's rows are laid out as one source: every slot
 //! of the window reads row `first + j` of the output row at `ptr + j * row_step` of one
-//! base pointer and step, all column strides are 1 and at least `R` rows and 4 columns are
-//! asked for; otherwise (row-by-row calls, border rows, scratch rings that wrap) the
+//! base pointer and step, all column strides are 1 and at least `R` rows and one vector of
+//! columns are asked for; otherwise (row-by-row calls, border rows, scratch rings that wrap) the
 //! ordinary row loop runs.
 
 use cranelift_codegen::ir::{condcodes::IntCC, BlockArg};
