@@ -16,7 +16,7 @@ use cranelift_codegen::ir::{types, ConstantData, InstBuilder, Value};
 use cranelift_frontend::FunctionBuilder;
 use kiln_ir::{BinaryOp, Border, DType, Scalar, UnaryOp};
 
-use super::edge::{LaneSource, Shape, Side};
+use super::edge::{Anchor, LaneSource, Shape, Side};
 use super::shift::ShiftPlan;
 use super::values::mem;
 use crate::kernel::{Op, Stage};
@@ -500,50 +500,25 @@ impl Em<'_, '_> {
         border: &Border,
         lanes: &[LaneSource],
     ) -> Result<Value, CodegenError> {
-        #[derive(Clone, Copy, PartialEq, Eq)]
-        enum Anchor {
-            Left(i64),
-            Right(i64),
-            Constant,
-        }
-        let mut anchors: Vec<Anchor> = Vec::new();
-        let mut vals: Vec<Value> = Vec::new();
-        let mut picks: Vec<(usize, u8)> = Vec::with_capacity(lanes.len());
-        for (j, lane) in lanes.iter().enumerate() {
-            let (anchor, l) = match *lane {
-                LaneSource::FromLeft(c) => (Anchor::Left(c / LANES), (c % LANES) as u8),
-                LaneSource::FromRight(r) => {
-                    let c = r + 2 * LANES;
-                    (Anchor::Right(c / LANES), (c % LANES) as u8)
+        let (anchors, picks) = Shape::BYTES.anchors(lanes);
+        let mut vals: Vec<Value> = Vec::with_capacity(anchors.len());
+        for &anchor in &anchors {
+            vals.push(match anchor {
+                Anchor::Left(a) => self
+                    .b
+                    .ins()
+                    .load(types::I8X16, mem(), p, (LANES * a) as i32),
+                Anchor::Right(a) => {
+                    let end = self.b.ins().iadd(p, width);
+                    let off = (LANES * a - Shape::BYTES.span) as i32;
+                    self.b.ins().load(types::I8X16, mem(), end, off)
                 }
-                LaneSource::Constant => (Anchor::Constant, j as u8),
-            };
-            let k = match anchors.iter().position(|&a| a == anchor) {
-                Some(k) => k,
-                None => {
-                    let v = match anchor {
-                        Anchor::Left(a) => {
-                            self.b
-                                .ins()
-                                .load(types::I8X16, mem(), p, (LANES * a) as i32)
-                        }
-                        Anchor::Right(a) => {
-                            let end = self.b.ins().iadd(p, width);
-                            let off = (LANES * a - 2 * LANES) as i32;
-                            self.b.ins().load(types::I8X16, mem(), end, off)
-                        }
-                        Anchor::Constant => match border {
-                            Border::Constant(Scalar::U8(c)) => self.splat(i64::from(*c)),
-                            Border::Constant(Scalar::Bool(c)) => self.splat(i64::from(*c)),
-                            _ => return Err(bad("constant lanes without a byte constant border")),
-                        },
-                    };
-                    anchors.push(anchor);
-                    vals.push(v);
-                    vals.len() - 1
-                }
-            };
-            picks.push((k, l));
+                Anchor::Constant => match border {
+                    Border::Constant(Scalar::U8(c)) => self.splat(i64::from(*c)),
+                    Border::Constant(Scalar::Bool(c)) => self.splat(i64::from(*c)),
+                    _ => return Err(bad("constant lanes without a byte constant border")),
+                },
+            });
         }
         // Source 0 (and 1) by one shuffle, each further source by one more; lanes of sources
         // not merged yet are placeholders.

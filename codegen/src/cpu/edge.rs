@@ -139,6 +139,35 @@ impl Shape {
         })
     }
 
+    /// The vectors a load's lanes come from, each once in order of first use, and per lane
+    /// the index of its anchor and its lane there (a constant lane keeps its own lane).
+    pub(crate) fn anchors(self, lanes: &[LaneSource]) -> (Vec<Anchor>, Vec<(usize, u8)>) {
+        let mut anchors: Vec<Anchor> = Vec::new();
+        let picks = lanes
+            .iter()
+            .enumerate()
+            .map(|(j, lane)| {
+                let (anchor, l) = match *lane {
+                    LaneSource::FromLeft(c) => (Anchor::Left(c / self.lanes), c % self.lanes),
+                    LaneSource::FromRight(r) => {
+                        let c = r + self.span;
+                        (Anchor::Right(c / self.lanes), c % self.lanes)
+                    }
+                    LaneSource::Constant => (Anchor::Constant, j as i64),
+                };
+                let k = anchors
+                    .iter()
+                    .position(|&a| a == anchor)
+                    .unwrap_or_else(|| {
+                        anchors.push(anchor);
+                        anchors.len() - 1
+                    });
+                (k, l as u8)
+            })
+            .collect();
+        (anchors, picks)
+    }
+
     /// Per lane: whether column `x + dx` is inside the row (see [`in_range_lanes`]).
     pub(crate) fn in_range_lanes(self, side: Side, v: i64, dx: i64) -> Vec<bool> {
         let w = PROBE_WIDTHS[0] as i64;
@@ -168,6 +197,17 @@ pub(crate) enum LaneSource {
     /// Column `W + r` (`-16 <= r < 0`).
     FromRight(i64),
     /// The border mode's constant.
+    Constant,
+}
+
+/// A vector an edge load takes lanes from (see [`Shape::anchors`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Anchor {
+    /// Columns `lanes·k .. lanes·(k+1)`.
+    Left(i64),
+    /// Columns `W - span + lanes·k ..` (the `k`-th vector of the row's last `span` columns).
+    Right(i64),
+    /// The border mode's constant in every lane.
     Constant,
 }
 

@@ -28,7 +28,7 @@ use cranelift_frontend::FunctionBuilder;
 use kiln_ir::{BinaryOp, Border, DType, Scalar, UnaryOp};
 
 use super::bytevec;
-use super::edge::{self, LaneSource, Side};
+use super::edge::{self, Anchor, LaneSource, Side};
 use super::values::{arg, mem, Em, Val};
 use super::{esize, RowSlot, SlotKind};
 use crate::kernel::{Kernel, KernelBody, Op, Source, Stage};
@@ -871,47 +871,28 @@ fn edge_load(
     border: &Border,
     lanes: &[LaneSource; 4],
 ) -> Result<Value, CodegenError> {
-    /// A source vector: columns `4k..4k+4`, columns `W-16+4k..W-12+4k`, or the constant.
-    #[derive(Clone, Copy, PartialEq, Eq)]
-    enum Anchor {
-        Left(i64),
-        Right(i64),
-        Constant,
-    }
-    let mut anchors: Vec<Anchor> = Vec::new();
-    let mut vals: Vec<Value> = Vec::new();
-    let mut picks = [(0usize, 0u8); 4];
-    for (i, lane) in lanes.iter().enumerate() {
-        let (anchor, l) = match *lane {
-            LaneSource::FromLeft(c) => (Anchor::Left(c / 4), (c % 4) as u8),
-            LaneSource::FromRight(r) => (Anchor::Right((r + 16) / 4), ((r + 16) % 4) as u8),
-            LaneSource::Constant => (Anchor::Constant, i as u8),
-        };
-        let k = match anchors.iter().position(|&a| a == anchor) {
-            Some(k) => k,
-            None => {
-                let v = match anchor {
-                    Anchor::Left(k) => em.b.ins().load(ty, mem(), p, (16 * k) as i32),
-                    Anchor::Right(k) => {
-                        let end = em.b.ins().ishl_imm_u(width, 2);
-                        let end = em.b.ins().iadd(p, end);
-                        em.b.ins().load(ty, mem(), end, (16 * k - 64) as i32)
-                    }
-                    Anchor::Constant => {
-                        let Border::Constant(c) = border else {
-                            return Err(bad("constant lanes without a constant border"));
-                        };
-                        let mut c = em.constant(*c)?;
-                        em.plain(&mut c)
-                    }
-                };
-                anchors.push(anchor);
-                vals.push(v);
-                vals.len() - 1
+    let (anchors, picks) = edge::Shape::F32.anchors(lanes);
+    let mut vals: Vec<Value> = Vec::with_capacity(anchors.len());
+    for &anchor in &anchors {
+        vals.push(match anchor {
+            Anchor::Left(k) => em.b.ins().load(ty, mem(), p, (16 * k) as i32),
+            Anchor::Right(k) => {
+                let end = em.b.ins().ishl_imm_u(width, 2);
+                let end = em.b.ins().iadd(p, end);
+                em.b.ins().load(ty, mem(), end, (16 * k - 64) as i32)
             }
-        };
-        picks[i] = (k, l);
+            Anchor::Constant => {
+                let Border::Constant(c) = border else {
+                    return Err(bad("constant lanes without a constant border"));
+                };
+                let mut c = em.constant(*c)?;
+                em.plain(&mut c)
+            }
+        });
     }
+    let picks: [(usize, u8); 4] = picks
+        .try_into()
+        .map_err(|_| bad("an F32X4 edge load has four lanes"))?;
     let identity = [(0, 0), (0, 1), (0, 2), (0, 3)];
     Ok(
         if vals.len() == 1 && (picks == identity || anchors[0] == Anchor::Constant) {
