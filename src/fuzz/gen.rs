@@ -12,6 +12,11 @@ use super::rng::Rng;
 
 /// Largest total number of elements per input the generator produces.
 pub const MAX_CASE_ELEMENTS: usize = 20_000;
+
+/// Widths of the wide rows some cases get: the CPU backend's shared vector steps (up to
+/// 8 vectors, 128 byte columns), its one-vector loops and its edge vectors (from 48 byte
+/// columns) need rows this wide.
+pub const WIDE_ROWS: std::ops::RangeInclusive<usize> = 40..=170;
 /// Largest gather offset / footprint radius the generator uses.
 pub const MAX_RADIUS: i64 = 3;
 
@@ -109,7 +114,8 @@ pub fn generate(seed: u64, max_nodes: usize) -> Case {
 }
 
 /// A random shape `[B, C, S1..Sd]`: B, C in 1..=3, 1–4 spatial dims of size 1..=67, many
-/// small, with at most [`MAX_CASE_ELEMENTS`] elements (usually far fewer).
+/// small, or, one time in seven, an innermost axis of [`WIDE_ROWS`] columns; at most
+/// [`MAX_CASE_ELEMENTS`] elements (usually far fewer).
 pub fn random_shape(rng: &mut Rng) -> Vec<usize> {
     let d = 1 + rng.weighted(&[3, 4, 2, 1]);
     let mut shape = vec![*rng.pick(&[1, 1, 1, 2, 3]), *rng.pick(&[1, 1, 2, 3])];
@@ -121,16 +127,25 @@ pub fn random_shape(rng: &mut Rng) -> Vec<usize> {
         };
         shape.push(s);
     }
+    let wide = rng.chance(1.0 / 7.0);
+    if wide {
+        let last = shape.len() - 1;
+        shape[last] = rng.range(*WIDE_ROWS.start(), *WIDE_ROWS.end());
+    }
     let limit = if rng.chance(0.1) {
         MAX_CASE_ELEMENTS
     } else {
         rng.range(64, 1500)
     };
     while shape.iter().product::<usize>() > limit {
+        // A wide row is kept while another spatial axis can shrink.
+        let inner = shape.len() - 1;
+        let keep_inner = wide && shape[2..inner].iter().any(|&s| s > 1);
         let (ax, _) = shape
             .iter()
             .enumerate()
             .skip(2)
+            .filter(|&(ax, _)| !(keep_inner && ax == inner))
             .max_by_key(|&(_, &s)| s)
             .expect("a spatial axis");
         if shape[ax] == 1 {
@@ -634,6 +649,23 @@ impl Gen<'_> {
 mod tests {
     use super::*;
     use kiln_ir::NodeKind;
+
+    /// Some shapes have rows wide enough for the vector paths' shared steps and edge
+    /// vectors (48 columns and more) with more than one row, and none exceeds the limit.
+    #[test]
+    fn some_shapes_have_wide_rows() {
+        let mut rng = Rng::new(7);
+        let mut wide = 0;
+        for _ in 0..700 {
+            let shape = random_shape(&mut rng);
+            assert!(shape.iter().product::<usize>() <= MAX_CASE_ELEMENTS);
+            let rows: usize = shape[2..shape.len() - 1].iter().product();
+            if shape[shape.len() - 1] >= 48 && rows >= 2 {
+                wide += 1;
+            }
+        }
+        assert!(wide >= 30, "only {wide} of 700 shapes have wide rows");
+    }
 
     #[test]
     fn deterministic_per_seed() {
