@@ -106,7 +106,8 @@ impl Workload {
     }
 }
 
-/// The workloads of the performance issue, in its table's order.
+/// The workloads of the performance issue, in its table's order, then 8-bit forms of its
+/// median and morphology rows (beyond the table).
 pub fn workloads() -> Vec<Workload> {
     use DType::{Bool, F32, U8};
     let img = [1, 1, 2048, 2048];
