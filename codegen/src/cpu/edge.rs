@@ -53,6 +53,15 @@ impl Shape {
         span: 32,
     };
 
+    /// The edge vectors of the byte path (`bytes`) or of the `F32X4` path.
+    pub(crate) fn of_path(bytes: bool) -> Shape {
+        if bytes {
+            Shape::BYTES
+        } else {
+            Shape::F32
+        }
+    }
+
     /// Edge vectors per end for column offsets in `[min_dx, max_dx]`: enough to cover the
     /// border columns, `None` beyond `max_vectors`.
     pub(crate) fn vectors_for(self, min_dx: i64, max_dx: i64) -> Option<i64> {

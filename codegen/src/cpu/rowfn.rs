@@ -221,13 +221,7 @@ pub(crate) struct StagePlan {
 impl StagePlan {
     /// Columns per vector step of the interior, when it is vectorised.
     fn lanes(&self) -> Option<i64> {
-        if self.vectorisable {
-            Some(4)
-        } else if self.bytes {
-            Some(super::bytevec::LANES)
-        } else {
-            None
-        }
+        vector_lanes(self.vectorisable, self.bytes)
     }
 
     /// A rough measure of how much code the stage compiles to, for balancing compile
@@ -245,11 +239,7 @@ impl StagePlan {
 
     /// The geometry of the stage's edge vectors (16 lanes on the byte path).
     fn edge_shape(&self) -> edge::Shape {
-        if self.bytes {
-            edge::Shape::BYTES
-        } else {
-            edge::Shape::F32
-        }
+        edge::Shape::of_path(self.bytes)
     }
 
     /// Whether the vector interior shares work between neighbouring columns.
@@ -485,13 +475,7 @@ pub(crate) fn plan_stage(
         !options.no_carried_values && (!small_budget || stage.insts.len() <= CARRY_FIRST_MAX_INSTS);
     // Shared steps on either vector path (the byte path's codegen choices are per
     // instruction too: only the planted fault's swaps, which the flags carry).
-    let lanes = if vectorisable {
-        Some(4)
-    } else if bytes {
-        Some(super::bytevec::LANES)
-    } else {
-        None
-    };
+    let lanes = vector_lanes(vectorisable, bytes);
     // A big byte stage's shared steps come with a one-vector loop for its leftover
     // columns (see `emit_row`): under the first compile's budget it is left unshared, and
     // the background compile shares it (u8 median 5x5: 2.6 ms first compile instead of 4.8).
@@ -520,11 +504,7 @@ pub(crate) fn plan_stage(
     // tiered kernel): for opening 15x15 they took the first compile from 4.4–4.8 to
     // 5.1–5.5 ms, past the 5 ms a first compile should take.
     // The byte path takes one 16-column vector per end (reach up to 16 columns).
-    let shape = if bytes {
-        edge::Shape::BYTES
-    } else {
-        edge::Shape::F32
-    };
+    let shape = edge::Shape::of_path(bytes);
     let reach = shape.vectors_for(min_dx, max_dx);
     let k = reach.filter(|&k| k == 1 || !small_budget).unwrap_or(0);
     let edge = !options.no_edge_vectors
@@ -587,6 +567,18 @@ pub(crate) fn plan_stage(
         plan.edge_vectors = 0;
     }
     Ok(plan)
+}
+
+/// Columns per vector of a stage's interior: 4 on `F32X4`, 16 on the byte path, `None`
+/// when it runs scalar.
+fn vector_lanes(vectorisable: bool, bytes: bool) -> Option<i64> {
+    if vectorisable {
+        Some(4)
+    } else if bytes {
+        Some(super::bytevec::LANES)
+    } else {
+        None
+    }
 }
 
 /// Whether stage `si`'s result may be stored with a NaN as the hardware gives it: it is not
