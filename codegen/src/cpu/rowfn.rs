@@ -498,7 +498,7 @@ pub(crate) fn plan_stage(
     };
     // Edge vectors: for the vector loop of a stage with border columns, every column
     // offset within reach, when the loop is plain or shares work in steps of 4 or more
-    // vectors with at most 96 instructions (or is a big shared byte stage, below). Not
+    // vectors with at most 96 instructions (or is compiled in the background, below). Not
     // under a planted fault, which targets the scalar border path.
     // Two vectors per end only above the default step budget (the background compile of a
     // tiered kernel): for opening 15x15 they took the first compile from 4.4–4.8 to
@@ -514,10 +514,11 @@ pub(crate) fn plan_stage(
         && shift.as_ref().is_none_or(|sp| {
             (sp.blocks >= super::shift::ONE_VECTOR_LOOP_MIN_BLOCKS
                 && stage.insts.len() <= EDGE_SHARED_MAX_INSTS)
-                // Big shared byte stages in the background compile (the first compiles
-                // them unshared): their border columns would otherwise run scalar in the
-                // split-off function, 1.45-1.5x slower on the u8 5x5 median.
-                || (bytes && !small_budget)
+                // Shared stages in the background compile, big ones included (the first
+                // compile runs their border columns in the split-off scalar function):
+                // u8 5x5 median 1.45-1.5x at 2048²; f32 5x5 median 2x on 32² planes,
+                // 1.15-1.25x on 8x3x256², within noise at 2048².
+                || !small_budget
         })
         && fault.is_none()
         && stage.insts.iter().all(|inst| match &inst.op {
@@ -1828,11 +1829,12 @@ fn emit_row(
             Ok(())
         };
         // The one-vector loop: for every vectorised stage but big shared `F32X4` ones
-        // (whose leftover columns, fewer than a step's reach past the row's end, run scalar
-        // instead, for compile time). On the byte path a shared step reads up to 16
+        // without edge vectors (whose leftover columns, fewer than a step's reach past the
+        // row's end, run scalar instead, for compile time). On the byte path a shared step reads up to 16
         // columns past its last vector: left to the scalar loop, a 5x5 median's rows ended
         // in about 14 scalar columns, which took half the kernel's time.
         let one_vector = plan.bytes
+            || plan.edge_vectors > 0
             || plan
                 .shift
                 .as_ref()
@@ -1844,12 +1846,12 @@ fn emit_row(
         });
         if let Some(sp) = &plan.shift {
             // Shared steps of `blocks` vectors (see `shift`) while every output is in the
-            // interior and every read in the row; then, when columns are left and the row
-            // is wide enough, one last step moved left to end at the last column it can
-            // reach (overlapping columns already written with the same values: every column
-            // is a pure function of the sources, and `out` overlaps no source row); the
-            // scalar border loop does the rest. No one-vector loop: its code would cost
-            // compile time for a few columns per row.
+            // interior and every read in the row; then the one-vector loop, where there is
+            // one; otherwise, when columns are left and the row is wide enough, one last
+            // step moved left to end at the last column it can reach (overlapping columns
+            // already written with the same values: every column is a pure function of the
+            // sources, and `out` overlaps no source row), and the scalar border loop does
+            // the rest.
             //
             // Values carried from step to step (`sp.carry`) are parameters of the loop
             // blocks: `wide_first` computes them for a row's first step (and a redone last
