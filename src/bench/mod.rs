@@ -106,8 +106,9 @@ impl Workload {
     }
 }
 
-/// The workloads of the performance issue, in its table's order, then 8-bit forms of its
-/// median and morphology rows (beyond the table).
+/// The workloads of the performance issue, in its table's order (with the 5x5 median on
+/// small planes after the 3x3 one), then 8-bit forms of its median and morphology rows
+/// (beyond the table).
 pub fn workloads() -> Vec<Workload> {
     use DType::{Bool, F32, U8};
     let img = [1, 1, 2048, 2048];
@@ -121,6 +122,15 @@ pub fn workloads() -> Vec<Workload> {
             F32,
             &[8, 3, 256, 256],
             3,
+        ),
+        // Beyond the table: the 5x5 median on the same small planes.
+        Workload::new(
+            "median5_8x3x256",
+            "median_blur",
+            &[("k", "5")],
+            F32,
+            &[8, 3, 256, 256],
+            14,
         ),
         Workload::new(
             "erosion15_2048",
