@@ -424,7 +424,7 @@ mod tests {
     #[test]
     fn selects_by_name_or_operator_and_resizes() {
         let w = select(&args(&["--ops", "median_blur"])).unwrap();
-        assert_eq!(w.len(), 3);
+        assert_eq!(w.len(), 4);
         assert!(w.iter().all(|w| w.op == "median_blur"));
         let w = select(&args(&["--ops", "opening3_2048", "--sizes", "256,512"])).unwrap();
         let shapes: Vec<_> = w.iter().map(|w| w.shape.clone()).collect();
