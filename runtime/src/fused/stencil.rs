@@ -259,40 +259,48 @@ struct BlockPlan {
     /// Per earlier stage: needed-row indices in the order they are computed (by first
     /// chunk, then row).
     order: Vec<Vec<usize>>,
-    /// Per earlier stage: the index in `rows` of each row from the first needed one on
-    /// (`u32::MAX` for rows not needed), when the needed rows are dense enough; empty
-    /// otherwise (see [`BlockPlan::position`]).
-    index: Vec<Vec<u32>>,
+    /// Per earlier stage: for each row from the first needed one on, its index in `rows`
+    /// and its ring slot (`u32::MAX` for rows not needed), when the needed rows are dense
+    /// enough; empty otherwise (see [`BlockPlan::position`]).
+    index: Vec<Vec<(u32, u32)>>,
 }
 
 impl BlockPlan {
-    /// The index in `rows[k]` of stage `k`'s row `row`, if the block needs it. A table
-    /// lookup where `index[k]` exists: a binary search per slot and row took most of a
-    /// 15x15 erosion's run time on 64² planes (its border rows resolve 15 slots each).
-    fn position(&self, k: usize, row: usize) -> Option<usize> {
+    /// The index in `rows[k]` of stage `k`'s row `row` and the ring slot it lives in
+    /// (`index % ring[k]`), if the block needs it. A table lookup where `index[k]`
+    /// exists: a binary search and a division per slot and row took most of a 15x15
+    /// erosion's run time on 64² planes (its border rows resolve 15 slots each).
+    #[inline]
+    fn position(&self, k: usize, row: usize) -> Option<(usize, usize)> {
         let rows = self.rows.get(k)?;
         match self.index.get(k).filter(|t| !t.is_empty()) {
             Some(table) => {
-                let i = *table.get(row.checked_sub(*rows.first()?)?)?;
-                (i != u32::MAX).then_some(i as usize)
+                let (i, slot) = *table.get(row.checked_sub(*rows.first()?)?)?;
+                (i != u32::MAX).then_some((i as usize, slot as usize))
             }
-            None => rows.binary_search(&row).ok(),
+            None => {
+                let i = rows.binary_search(&row).ok()?;
+                Some((i, i % self.ring.get(k).copied().filter(|&r| r > 0)?))
+            }
         }
     }
 
-    /// Builds `index` from `rows` (a table only where it spans at most four entries per
-    /// needed row, plus 64, and every index fits in a `u32`).
+    /// Builds `index` from `rows` and `ring` (a table only where it spans at most four
+    /// entries per needed row, plus 64, and every index fits in a `u32`).
     fn build_index(&mut self) {
         self.index = self
             .rows
             .iter()
-            .map(|rows| match (rows.first(), rows.last()) {
+            .zip(&self.ring)
+            .map(|(rows, &ring)| match (rows.first(), rows.last()) {
                 (Some(&lo), Some(&hi))
-                    if hi - lo < 4 * rows.len() + 64 && rows.len() < u32::MAX as usize =>
+                    if hi - lo < 4 * rows.len() + 64
+                        && rows.len() < u32::MAX as usize
+                        && ring > 0 =>
                 {
-                    let mut table = vec![u32::MAX; hi - lo + 1];
+                    let mut table = vec![(u32::MAX, u32::MAX); hi - lo + 1];
                     for (i, &r) in rows.iter().enumerate() {
-                        table[r - lo] = i as u32;
+                        table[r - lo] = (i as u32, (i % ring) as u32);
                     }
                     table
                 }
@@ -749,24 +757,32 @@ impl Job<'_> {
                 Target::InRange((2..outer).all(|k| (0..self.shape[k] as i64).contains(&shifted(k))))
             }
             SlotKind::Row { source, border } => {
-                let mut flat = 0usize;
-                let mut elem = 0usize;
+                // The flat row and (for an input) the element offset: batch and channel as
+                // they are, spatial axes moved by the slot's offset and remapped under its
+                // border (no remap at offset 0: the output row's own coordinate is in range).
                 let t = match source {
                     Source::Input(n) => Some(&self.inputs[*n as usize]),
                     Source::Stage(_) => None,
                 };
-                for (k, &o) in oc.iter().enumerate() {
-                    let c = if k < 2 {
-                        o
+                let strides = t.map_or(&[][..], |t| t.strides());
+                let mut flat = oc[0] * self.shape[1] + oc[1];
+                let mut elem = match strides {
+                    [s0, s1, ..] => oc[0] * s0 + oc[1] * s1,
+                    _ => 0,
+                };
+                for (k, &d) in slot.outer_offset.iter().enumerate() {
+                    let a = k + 2;
+                    let c = if d == 0 {
+                        oc[a]
                     } else {
-                        match remap_index(shifted(k), self.shape[k], border) {
+                        match remap_index(shifted(a), self.shape[a], border) {
                             Some(c) => c,
                             None => return Target::Constant,
                         }
                     };
-                    flat = flat * self.shape[k] + c;
-                    if let Some(t) = t {
-                        elem += c * t.strides()[k];
+                    flat = flat * self.shape[a] + c;
+                    if let Some(s) = strides.get(a) {
+                        elem += c * s;
                     }
                 }
                 match (t, source) {
@@ -778,7 +794,7 @@ impl Job<'_> {
                         let ptr = unsafe { t.storage().as_ptr().add((t.offset() + elem) * es) };
                         Target::Input {
                             ptr,
-                            stride: t.strides()[outer] as i64,
+                            stride: strides[outer] as i64,
                             row: flat,
                         }
                     }
@@ -964,15 +980,17 @@ impl Job<'_> {
         need: Purity,
     ) -> Result<(), Purity> {
         for slot in &self.stages[k].slots {
-            if let (
-                SlotKind::Row {
-                    source: Source::Input(n),
-                    ..
-                },
-                Target::Input { row, .. },
-            ) = (&slot.kind, self.resolve(oc, slot))
-            {
-                let n = *n as usize;
+            // Only input slots read inputs (resolving the others, earlier stages' rows, cost
+            // as much as the row's own resolution).
+            let SlotKind::Row {
+                source: Source::Input(n),
+                ..
+            } = slot.kind
+            else {
+                continue;
+            };
+            if let Target::Input { row, .. } = self.resolve(oc, slot) {
+                let n = n as usize;
                 self.rows_clean(n, row, row + done, &mut checked[n], need)?;
             }
         }
@@ -1508,7 +1526,7 @@ impl Job<'_> {
                     let Some(rows) = plan.rows.get(k).filter(|_| k < scratch.len()) else {
                         return Ok(0);
                     };
-                    let Some(p) = plan.position(k, r) else {
+                    let Some((p, slot)) = plan.position(k, r) else {
                         return Ok(0);
                     };
                     // Sorted and deduplicated: consecutive iff the last one is `n - 1` on.
@@ -1518,17 +1536,18 @@ impl Job<'_> {
                     }
                     // Stop where the rows leave the ring's mirrored end.
                     let (ring, mirror) = (plan.ring[k], plan.mirror[k]);
-                    n = n.min(ring + mirror - p % ring);
+                    n = n.min(ring + mirror - slot);
                     if n < 2 {
                         return Ok(0);
                     }
                     let pitch = self.pitch(k);
-                    // SAFETY: `p % ring + n <= ring + mirror` (for the final, smaller or
-                    // equal `n`) and scratch[k] holds `(ring + mirror) * pitch` bytes, so
-                    // slots `p % ring ..` for `n` rows are inside it. Slots past the ring's
-                    // end hold copies of the first `mirror` slots, written with them, so
-                    // slot `ring + s` holds the same row as slot `s`: row `p + t` there.
-                    let ptr = unsafe { (scratch[k].as_ptr() as *const u8).add((p % ring) * pitch) };
+                    // SAFETY: `slot == p % ring` (`position`), `slot + n <= ring + mirror`
+                    // (for the final, smaller or equal `n`) and scratch[k] holds
+                    // `(ring + mirror) * pitch` bytes, so slots `slot ..` for `n` rows are
+                    // inside it. Slots past the ring's end hold copies of the first `mirror`
+                    // slots, written with them, so slot `ring + s` holds the same row as slot
+                    // `s`: row `p + t` there.
+                    let ptr = unsafe { (scratch[k].as_ptr() as *const u8).add(slot * pitch) };
                     (ptr, pitch as i64, 1)
                 }
                 target => match self.slot_args(j, s, slot, &target) {
@@ -1592,7 +1611,7 @@ impl Job<'_> {
                 Target::Constant => (self.const_row(j, s), 1),
                 Target::InRange(b) => (&IN_RANGE[b as usize] as *const u8, 0),
                 Target::Stage { stage: k, row } => {
-                    let p = plan
+                    let (_, slot) = plan
                         .position(k, row)
                         .filter(|_| k < scratch.len())
                         .ok_or_else(|| {
@@ -1600,11 +1619,12 @@ impl Job<'_> {
                                 "internal: row {row} of stage {k} was not computed for stage {j}"
                             ))
                         })?;
-                    let (pitch, ring) = (self.pitch(k), plan.ring[k]);
-                    // SAFETY: `p % ring < ring` and scratch[k] holds at least `ring * pitch`
-                    // bytes, so the row's ring slot is inside it. The slot still holds row
-                    // `p`: the plan sized the ring so no row is overwritten while it is live.
-                    let ptr = unsafe { (scratch[k].as_ptr() as *const u8).add((p % ring) * pitch) };
+                    // SAFETY: `slot == p % ring < ring` (`position`, for the row's index
+                    // `p`) and scratch[k] holds at least `ring * pitch` bytes, so the row's
+                    // ring slot is inside it. The slot still holds row `p`: the plan sized
+                    // the ring so no row is overwritten while it is live.
+                    let ptr =
+                        unsafe { (scratch[k].as_ptr() as *const u8).add(slot * self.pitch(k)) };
                     (ptr, 1)
                 }
             };
@@ -1649,7 +1669,7 @@ mod tests {
     }
 
     /// `BlockPlan::position` (a table for dense rows, a binary search otherwise) finds
-    /// exactly the needed rows, at their index, and nothing else.
+    /// exactly the needed rows, at their index and ring slot, and nothing else.
     #[test]
     fn block_plan_positions_match_a_search_of_the_needed_rows() {
         let cases: Vec<Vec<usize>> = vec![
@@ -1666,7 +1686,7 @@ mod tests {
             let mut plan = BlockPlan {
                 rows: vec![rows.clone()],
                 first: vec![Vec::new()],
-                ring: vec![1],
+                ring: vec![7],
                 mirror: vec![0],
                 order: vec![Vec::new()],
                 index: Vec::new(),
@@ -1677,7 +1697,7 @@ mod tests {
             for row in probe.chain([0, 1, 2, 6, 8, 100, 5_000_001]) {
                 assert_eq!(
                     plan.position(0, row),
-                    rows.binary_search(&row).ok(),
+                    rows.binary_search(&row).ok().map(|i| (i, i % 7)),
                     "{rows:?} row {row}"
                 );
             }
