@@ -485,12 +485,10 @@ impl Em<'_, '_> {
         let m = if self.fault == Some(Fault::DropNanMask) {
             m1
         } else {
-            let kt = self.key_ty(d);
-            let b1 = self.b.ins().bitcast(kt, MemFlagsData::new(), m1);
-            let b2 = self.b.ins().bitcast(kt, MemFlagsData::new(), m2);
-            let bits = self.b.ins().bor(b1, b2);
-            let ft = self.ty(d);
-            self.b.ins().bitcast(ft, MemFlagsData::new(), bits)
+            // The OR of the two picks' bits, on the float type itself (`orps`): the same
+            // bits as an integer OR, without the three bitcasts around it (15x15 opening's
+            // first compile 3-11% faster at one thread, 1-5% at two).
+            self.b.ins().bor(m1, m2)
         };
         Val {
             dtype: d,
