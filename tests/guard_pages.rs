@@ -7,6 +7,8 @@
 //! the first compile and the tiered kernels (bigger steps, edge vectors of big stages,
 //! clean-input forms), on clean data and on data with NaN. An out-of-bounds access ends
 //! the test binary with SIGSEGV; every output is also compared with eager's, bit for bit.
+//! Cropped views (rows longer than the view's, the view at either end of its buffer) get
+//! the same treatment.
 
 #![cfg(all(target_os = "linux", target_arch = "x86_64"))]
 
@@ -341,4 +343,80 @@ fn kernels_stay_inside_guarded_inputs_and_outputs() {
         }
     }
     assert!(runs > 10_000, "{runs} runs");
+}
+
+/// `t`'s elements as a view cropped out of a bigger guarded buffer: with [`Side::End`] the
+/// view is the buffer's last rows and columns (its last element is the buffer's last),
+/// with [`Side::Start`] its first (its first element is the buffer's first). The buffer has
+/// `extra` more columns per row and one more row per plane.
+fn guarded_crop(t: &Tensor, side: Side, extra: usize) -> Tensor {
+    let shape = t.shape().to_vec();
+    let r = shape.len();
+    let (h, w) = (shape[r - 2], shape[r - 1]);
+    let (bh, bw) = (h + 1, w + extra);
+    let planes: usize = shape[..r - 2].iter().product();
+    let (dy, dx) = match side {
+        Side::End => (1, extra),
+        Side::Start => (0, 0),
+    };
+    // The buffer's elements: the view's where it lies, its first element elsewhere
+    // (cropped away, never read).
+    fn place<T: Copy>(v: &[T], g: [usize; 7]) -> Vec<T> {
+        let [planes, h, w, bh, bw, dy, dx] = g;
+        let mut big = vec![v[0]; planes * bh * bw];
+        for p in 0..planes {
+            for y in 0..h {
+                let src = (p * h + y) * w;
+                let dst = (p * bh + y + dy) * bw + dx;
+                big[dst..dst + w].copy_from_slice(&v[src..src + w]);
+            }
+        }
+        big
+    }
+    let g = [planes, h, w, bh, bw, dy, dx];
+    let storage = match t.contiguous_storage() {
+        Storage::F32(v) => Storage::F32(guarded(&place(&v, g), side)),
+        Storage::F64(v) => Storage::F64(guarded(&place(&v, g), side)),
+        Storage::U8(v) => Storage::U8(guarded(&place(&v, g), side)),
+        Storage::Bool(v) => Storage::Bool(guarded(&place(&v, g), side)),
+    };
+    let mut strides = vec![0; r];
+    strides[r - 1] = 1;
+    strides[r - 2] = bw;
+    strides[r - 3] = bh * bw;
+    for k in (0..r - 3).rev() {
+        strides[k] = strides[k + 1] * shape[k + 1];
+    }
+    let offset = dy * bw + dx;
+    Tensor::from_parts(std::sync::Arc::new(storage), &shape, &strides, offset).unwrap()
+}
+
+#[test]
+fn kernels_stay_inside_guarded_cropped_views() {
+    let engine = Engine::new();
+    let mut runs = 0;
+    for &(op, params, dtype) in CASES {
+        for w in (1..=40).chain([70, 129]) {
+            for h in [1, 17] {
+                let shape = [2, 1, h, w];
+                let g = graph(op, params, dtype, &shape);
+                let compiled = engine.compile(&g).unwrap();
+                assert!(compiled.wait_for_upgrades(Duration::from_secs(120)));
+                let x = input(dtype, &shape, Kind::NonNeg, (w * 7 + h) as u64);
+                let want = eager::run(&g, std::slice::from_ref(&x)).unwrap();
+                for side in [Side::End, Side::Start] {
+                    let view = guarded_crop(&x, side, 3);
+                    assert!(is_guarded(&view) && !view.is_contiguous());
+                    let got = compiled
+                        .run(&engine, std::slice::from_ref(&view))
+                        .unwrap_or_else(|e| panic!("{op} {params:?} {shape:?}: {e}"));
+                    if let Some(d) = first_difference(&want[0], &got[0]) {
+                        panic!("{op} {params:?} {shape:?} cropped {side:?}: {d}");
+                    }
+                    runs += 1;
+                }
+            }
+        }
+    }
+    assert!(runs > 2_000, "{runs} runs");
 }
