@@ -1830,9 +1830,10 @@ fn emit_row(
         };
         // The one-vector loop: for every vectorised stage but big shared `F32X4` ones
         // without edge vectors (whose leftover columns, fewer than a step's reach past the
-        // row's end, run scalar instead, for compile time). On the byte path a shared step reads up to 16
-        // columns past its last vector: left to the scalar loop, a 5x5 median's rows ended
-        // in about 14 scalar columns, which took half the kernel's time.
+        // row's end, run scalar instead, for compile time). On the byte path a shared step
+        // reads up to 16 columns past its last vector: left to the scalar loop, a 5x5
+        // median's rows ended in about 14 scalar columns, which took half the kernel's
+        // time.
         let one_vector = plan.bytes
             || plan.edge_vectors > 0
             || plan
