@@ -20,8 +20,8 @@ use std::ffi::c_void;
 use std::sync::Mutex;
 use std::time::Duration;
 
-use common::{f32_tensor, Data};
-use kiln::ir::{DType, Graph, TensorType};
+use common::{f32_tensor, op_graph, Data};
+use kiln::ir::DType;
 use kiln::runtime::tensor::{first_difference, Storage};
 use kiln::{eager, Engine, Tensor};
 
@@ -184,18 +184,6 @@ fn guarded_output(want: &Tensor, side: Side) -> Tensor {
     Tensor::from_storage(storage, want.shape()).unwrap()
 }
 
-fn graph(op: &str, params: &[(&str, &str)], dtype: DType, shape: &[usize]) -> Graph {
-    let params: Vec<(String, String)> = params
-        .iter()
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect();
-    let ty = TensorType {
-        dtype,
-        shape: shape.to_vec(),
-    };
-    kiln::ops::build_op(op, &params, &ty).unwrap_or_else(|e| panic!("{op} {params:?}: {e}"))
-}
-
 /// The data an input holds: which of a kernel's forms runs on it.
 #[derive(Clone, Copy, Debug)]
 enum Kind {
@@ -310,7 +298,7 @@ fn kernels_stay_inside_guarded_inputs_and_outputs() {
         for w in widths() {
             for h in [1, 17] {
                 let shape = [2, 1, h, w];
-                let g = graph(op, params, dtype, &shape);
+                let g = op_graph(op, params, dtype, &shape);
                 let kinds: &[Kind] = if dtype == DType::F32 {
                     &[Kind::NonNeg, Kind::Signed, Kind::Nasty]
                 } else {
@@ -399,7 +387,7 @@ fn kernels_stay_inside_guarded_cropped_views() {
         for w in (1..=40).chain([70, 129]) {
             for h in [1, 17] {
                 let shape = [2, 1, h, w];
-                let g = graph(op, params, dtype, &shape);
+                let g = op_graph(op, params, dtype, &shape);
                 let compiled = engine.compile(&g).unwrap();
                 assert!(compiled.wait_for_upgrades(Duration::from_secs(120)));
                 let x = input(dtype, &shape, Kind::NonNeg, (w * 7 + h) as u64);

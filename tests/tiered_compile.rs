@@ -221,15 +221,7 @@ fn clean_and_unclean_data_give_eager_bits_through_the_clean_specialisation() {
 
 /// A graph of one scipy-style operator on an f32 input of `shape`.
 fn op(name: &str, params: &[(&str, &str)], shape: &[usize]) -> Graph {
-    let ty = TensorType {
-        dtype: DType::F32,
-        shape: shape.to_vec(),
-    };
-    let params: Vec<(String, String)> = params
-        .iter()
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect();
-    kiln::ops::build_op(name, &params, &ty).unwrap()
+    common::op_graph(name, params, DType::F32, shape)
 }
 
 /// Row blocks of one run, by the form that computed them (see `EngineStats`).

@@ -2,7 +2,7 @@
 //! must survive, and layout variants of a tensor.
 #![allow(dead_code)]
 
-use kiln::ir::DType;
+use kiln::ir::{DType, Graph, TensorType};
 use kiln::Tensor;
 
 /// splitmix64: small, deterministic, good enough for test data.
@@ -115,4 +115,17 @@ pub fn bool_tensor(shape: &[usize], dense: bool, seed: u64) -> Tensor {
 pub fn to_f64(t: &Tensor) -> Tensor {
     let v: Vec<f64> = t.to_scalars().iter().map(|s| s.to_f64()).collect();
     Tensor::from_f64(v, t.shape()).unwrap()
+}
+
+/// The graph of registered operator `name` with `params` on one `dtype` input of `shape`.
+pub fn op_graph(name: &str, params: &[(&str, &str)], dtype: DType, shape: &[usize]) -> Graph {
+    let params: Vec<(String, String)> = params
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    let ty = TensorType {
+        dtype,
+        shape: shape.to_vec(),
+    };
+    kiln::ops::build_op(name, &params, &ty).unwrap_or_else(|e| panic!("{name} {params:?}: {e}"))
 }
