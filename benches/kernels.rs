@@ -81,28 +81,11 @@ const CASES: &[Case] = &[
     ),
 ];
 
-fn params(p: &[(&str, &str)]) -> Vec<(String, String)> {
-    p.iter()
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect()
-}
-
-fn workload(op: &str, p: &[(&str, &str)], dtype: DType, shape: &[usize]) -> Workload {
-    Workload {
-        name: op.into(),
-        op: op.into(),
-        params: params(p),
-        dtype,
-        shape: shape.to_vec(),
-        seed: 1,
-    }
-}
-
 fn run_kernels(c: &mut Criterion) {
     let mut group = c.benchmark_group("fused");
     group.sample_size(20);
     for &(label, op, p, dtype, shape) in CASES {
-        let w = workload(op, p, dtype, shape);
+        let w = Workload::new(label, op, p, dtype, shape, 1);
         let graph = kiln::ops::build_op(op, &w.params, &w.tensor_type()).expect("op builds");
         let input = generate(w.dtype, &w.shape, w.seed).expect("input");
         for threads in [1, 2] {
@@ -126,7 +109,7 @@ fn compile_time(c: &mut Criterion) {
     let mut group = c.benchmark_group("compile");
     group.sample_size(10);
     for &(label, op, p, dtype, shape) in CASES {
-        let w = workload(op, p, dtype, shape);
+        let w = Workload::new(label, op, p, dtype, shape, 1);
         let graph = kiln::ops::build_op(op, &w.params, &w.tensor_type()).expect("op builds");
         // A fresh engine per iteration: no kernel-cache hits, the full passes + Cranelift.
         // Untiered: the first compile alone (a tiered engine would leave a background

@@ -40,7 +40,9 @@ pub struct Workload {
 }
 
 impl Workload {
-    fn new(
+    /// A workload named `name`: operator `op` with `params` on a generated `dtype` input of
+    /// `shape` (see [`generate`]) from `seed`.
+    pub fn new(
         name: &str,
         op: &str,
         params: &[(&str, &str)],
