@@ -474,3 +474,44 @@ fn big_byte_stages_are_shared_by_the_background_compile() {
     let after = compiled.run(&engine, std::slice::from_ref(&x)).unwrap();
     assert!(first_difference(&want[0], &after[0]).is_none());
 }
+
+/// The four stages of a 15x15 opening (1x15 min, 15x1 min, 1x15 max, 15x1 max) compile in
+/// two groups of about equal compile time: each pairs a min stage with a max stage (the
+/// max stages and the 15-row blocks take longer, see `StagePlan::compile_weight`), not
+/// the two max stages together.
+#[test]
+fn opening_stages_compile_in_balanced_groups() {
+    if std::thread::available_parallelism().map_or(1, |n| n.get()) < 2 {
+        return;
+    }
+    let ty = TensorType {
+        dtype: DType::F32,
+        shape: vec![1, 1, 64, 64],
+    };
+    let g = kiln::ops::build_op("grey_opening", &[("size".into(), "15,15".into())], &ty).unwrap();
+    let compiled = Engine::new().with_tiering(false).compile(&g).unwrap();
+    let describe = compiled.kernels[0].describe();
+    let groups = describe
+        .lines()
+        .find_map(|l| l.split("on threads of their own: ").nth(1))
+        .unwrap_or_else(|| panic!("no compile groups in\n{describe}"));
+    // Stages 0 and 1 are the erosion's (min), 2 and 3 the dilation's (max).
+    let groups: Vec<Vec<usize>> = groups
+        .split("] [")
+        .map(|g| {
+            g.trim_matches(|c| c == '[' || c == ']')
+                .split(", ")
+                .map(|i| i.parse().unwrap())
+                .collect()
+        })
+        .collect();
+    assert_eq!(groups.len(), 2, "{describe}");
+    for g in &groups {
+        assert_eq!(g.len(), 2, "{describe}");
+        assert_eq!(
+            g.iter().filter(|&&i| i >= 2).count(),
+            1,
+            "each group should have one max stage: {describe}"
+        );
+    }
+}

@@ -59,14 +59,7 @@ fn step(
     x: Value,
     fault: Option<Fault>,
 ) -> Result<Value, CodegenError> {
-    let mut em = Em {
-        b,
-        vec: false,
-        fault,
-        raw_nan: false,
-        sign_clear: false,
-        int_picks: false,
-    };
+    let mut em = Em::new(b, false, fault, false);
     let mut a = Val::plain(d, acc);
     let mut v = Val::plain(d, x);
     let mut r = em.binary(op.combiner(), &mut a, &mut v, false, true, false)?;
@@ -84,15 +77,7 @@ pub(crate) fn build_fold(
     let (src, src_stride, out, out_stride, width, scan) = (
         params[0], params[1], params[2], params[3], params[4], params[5],
     );
-    let ty = Em {
-        b: &mut *b,
-        vec: false,
-        fault,
-        raw_nan: false,
-        sign_clear: false,
-        int_picks: false,
-    }
-    .ty(d);
+    let ty = Em::new(&mut *b, false, fault, false).ty(d);
     let i64t = types::I64;
     let sstep = b.ins().imul_imm_s(src_stride, esize(d));
     let ostep = b.ins().imul_imm_s(out_stride, esize(d));
@@ -167,15 +152,7 @@ pub(crate) fn build_combine(
     let (acc, acc_stride, src, src_stride, out, out_stride, width) = (
         params[0], params[1], params[2], params[3], params[4], params[5], params[6],
     );
-    let ty = Em {
-        b: &mut *b,
-        vec: false,
-        fault,
-        raw_nan: false,
-        sign_clear: false,
-        int_picks: false,
-    }
-    .ty(d);
+    let ty = Em::new(&mut *b, false, fault, false).ty(d);
     let i64t = types::I64;
     let astep = b.ins().imul_imm_s(acc_stride, esize(d));
     let sstep = b.ins().imul_imm_s(src_stride, esize(d));

@@ -350,6 +350,14 @@ fn compile_with(
                 Ok::<_, CodegenError>((j.finish()?, ids))
             };
             let groups = stage_groups(&plans, stages);
+            if groups.len() > 1 {
+                let list: Vec<String> = groups.iter().map(|g| format!("{g:?}")).collect();
+                notes.push(format!(
+                    "stages compiled in {} groups on threads of their own: {}",
+                    groups.len(),
+                    list.join(" ")
+                ));
+            }
             let panicked = || CodegenError::Cranelift("a compile thread panicked".into());
             // The first group compiles on this thread, the others and the border functions
             // on threads of their own (with every group on a new thread, single-group

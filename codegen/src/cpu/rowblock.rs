@@ -275,14 +275,7 @@ pub(crate) fn emit(
         block_step(&mut picks, w, sp, rs, dp, a.out_row_step);
         picks.b
     } else {
-        let em = Em {
-            b,
-            vec: true,
-            fault,
-            raw_nan: false,
-            sign_clear: false,
-            int_picks: w.int_picks,
-        };
+        let em = Em::new(b, true, fault, w.int_picks);
         let mut picks = FloatPicks {
             em,
             max: w.max,

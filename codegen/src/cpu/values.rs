@@ -12,7 +12,7 @@
 use cranelift_codegen::ir::condcodes::{FloatCC, IntCC};
 use cranelift_codegen::ir::immediates::{Ieee32, Ieee64};
 use cranelift_codegen::ir::{
-    types, ConstantData, Endianness, InstBuilder, MemFlagsData, Type, Value,
+    types, Block, ConstantData, Endianness, InstBuilder, MemFlagsData, Type, Value,
 };
 use cranelift_frontend::FunctionBuilder;
 use kiln_ir::semantics::{CANONICAL_NAN_F32, CANONICAL_NAN_F64};
@@ -103,6 +103,10 @@ pub(crate) struct Em<'a, 'b> {
     /// exact when every value picked from is finite with a clear sign bit (the inputs
     /// checked so, see `clean::nonneg_kernel`), whose bits order like their values.
     pub(crate) int_picks: bool,
+    /// Integer splats already built in a block (`int_splat`): a constant is built once per
+    /// block and reused there (the block's earlier instructions dominate its later ones), so
+    /// a stage's many sign flips and NaN canonicalisations do not each rebuild their mask.
+    splats: Vec<(Block, Type, i64, Value)>,
 }
 
 /// Memory flags for every load and store: no alignment assumption, no trap expected.
@@ -115,7 +119,26 @@ pub(crate) fn arg(v: Value) -> cranelift_codegen::ir::BlockArg {
     cranelift_codegen::ir::BlockArg::Value(v)
 }
 
-impl Em<'_, '_> {
+impl<'a, 'b> Em<'a, 'b> {
+    /// An emitter into `b`: one lane (`vec == false`) or four, plain picks as integer picks
+    /// when `int_picks`; `raw_nan` and `sign_clear` start off.
+    pub(crate) fn new(
+        b: &'a mut FunctionBuilder<'b>,
+        vec: bool,
+        fault: Option<Fault>,
+        int_picks: bool,
+    ) -> Em<'a, 'b> {
+        Em {
+            b,
+            vec,
+            fault,
+            raw_nan: false,
+            sign_clear: false,
+            int_picks,
+            splats: Vec::new(),
+        }
+    }
+
     /// Register type of a value of dtype `d`.
     pub(crate) fn ty(&self, d: DType) -> Type {
         match (self.vec, d) {
@@ -145,12 +168,25 @@ impl Em<'_, '_> {
     }
 
     fn int_splat(&mut self, ty: Type, v: i64) -> Value {
-        if ty.is_vector() {
-            let s = self.b.ins().iconst(ty.lane_type(), v);
-            self.b.ins().splat(ty, s)
-        } else {
-            self.b.ins().iconst(ty, v)
+        if !ty.is_vector() {
+            return self.b.ins().iconst(ty, v);
         }
+        let block = self.b.current_block();
+        if let Some(block) = block {
+            let hit = self
+                .splats
+                .iter()
+                .find(|e| (e.0, e.1, e.2) == (block, ty, v));
+            if let Some(&(_, _, _, value)) = hit {
+                return value;
+            }
+        }
+        let s = self.b.ins().iconst(ty.lane_type(), v);
+        let value = self.b.ins().splat(ty, s);
+        if let Some(block) = block {
+            self.splats.push((block, ty, v, value));
+        }
+        value
     }
 
     /// `-v` for a float value (its sign bit flipped), as an integer XOR with a constant:
@@ -910,5 +946,50 @@ impl Em<'_, '_> {
             _ => return Err(bad(format!("cast {from} -> {to}"))),
         };
         Ok(Val::plain(to, r))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use cranelift_codegen::ir::{AbiParam, Function, Signature, UserFuncName};
+    use cranelift_codegen::isa::CallConv;
+    use cranelift_frontend::FunctionBuilderContext;
+
+    /// A splat is built once per block and reused there, never across blocks (a value of
+    /// one block does not dominate another); the function stays valid.
+    #[test]
+    fn splats_are_shared_within_a_block_only() {
+        let mut sig = Signature::new(CallConv::SystemV);
+        sig.params.push(AbiParam::new(types::I32X4));
+        let mut func = Function::with_name_signature(UserFuncName::default(), sig);
+        let mut fctx = FunctionBuilderContext::new();
+        let mut b = FunctionBuilder::new(&mut func, &mut fctx);
+        let (first, second) = (b.create_block(), b.create_block());
+        b.append_block_params_for_function_params(first);
+        b.switch_to_block(first);
+        let x = b.block_params(first)[0];
+        let mut em = Em::new(&mut b, true, None, false);
+        let a1 = em.int_splat(types::I32X4, 7);
+        let a2 = em.int_splat(types::I32X4, 7);
+        let other = em.int_splat(types::I32X4, 8);
+        assert_eq!(a1, a2);
+        assert_ne!(a1, other);
+        let y = em.b.ins().bxor(x, a1);
+        em.b.ins().jump(second, &[]);
+        em.b.switch_to_block(second);
+        let b1 = em.int_splat(types::I32X4, 7);
+        assert_ne!(a1, b1, "a value of the first block reused in the second");
+        let z = em.b.ins().bxor(y, b1);
+        let _ = em.b.ins().bxor(z, other);
+        em.b.ins().return_(&[]);
+        b.seal_all_blocks();
+        b.finalize(cranelift_codegen::isa::TargetFrontendConfig {
+            default_call_conv: CallConv::SystemV,
+            pointer_width: target_lexicon::PointerWidth::U64,
+            page_size_align_log2: 12,
+        });
+        let flags = cranelift_codegen::settings::Flags::new(cranelift_codegen::settings::builder());
+        cranelift_codegen::verify_function(&func, &flags).expect("valid function");
     }
 }
