@@ -42,6 +42,11 @@ pub struct CompileOptions {
     /// (integer picks, see [`cpu::compile_nonneg`]); for A/B measurements and tests. The
     /// output is the same bits either way.
     pub no_integer_picks: bool,
+    /// Compiles every stage as it is instead of letting max stages run the code of min
+    /// stages on negated values (`cpu::dual`: fewer functions to compile, a slower kernel).
+    /// The runtime's tiered compile sets it for its background compile. The output is the
+    /// same bits either way.
+    pub no_dual_stages: bool,
 }
 
 /// Errors from lowering or code generation.

@@ -523,9 +523,39 @@ impl Gen<'_> {
         Some(acc)
     }
 
+    /// Min and max windows over boxes in turn, each reading the one before (an opening, a
+    /// closing, or longer): the kernels whose max stages the CPU backend can run with its
+    /// min stages' code on negated values (`cpu::dual`).
+    fn morphology(&mut self) -> Option<NodeId> {
+        let mut acc = self.operand();
+        let t = self.ty(acc);
+        let rank = t.spatial_rank();
+        if !t.dtype.is_float() || rank < 2 {
+            return None;
+        }
+        let links = self.rng.range(2, 4);
+        let max_first = self.rng.chance(0.5);
+        for i in 0..links {
+            let op = if (i % 2 == 1) == max_first {
+                ReduceOp::Min
+            } else {
+                ReduceOp::Max
+            };
+            let mut size = vec![1; rank];
+            let k = 2 * MAX_RADIUS as usize + 1;
+            size[rank - 2] = self.rng.range(3, k);
+            size[rank - 1] = self.rng.range(3, k);
+            let fp = Footprint::scipy_box(&size, &vec![0; rank]);
+            let border = random_border(self.rng, t.dtype);
+            let r = self.b.window_reduce(acc, op, &fp, border);
+            acc = self.push(r)?;
+        }
+        Some(acc)
+    }
+
     /// Adds one random operation (sometimes a few nodes).
     fn step(&mut self) {
-        let kind = self.rng.weighted(&[14, 8, 16, 6, 6, 14, 14, 4, 4, 8, 6]);
+        let kind = self.rng.weighted(&[14, 8, 16, 6, 6, 14, 14, 4, 4, 8, 6, 8]);
         match kind {
             0 => {
                 let x = self.operand();
@@ -624,6 +654,9 @@ impl Gen<'_> {
             }
             10 => {
                 self.row_neighbours();
+            }
+            11 => {
+                self.morphology();
             }
             _ => {
                 // A chain of stencils: window of window, gather of window, window of gather.

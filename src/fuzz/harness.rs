@@ -77,6 +77,8 @@ pub struct KernelPaths {
     pub carrying_values: usize,
     /// Of those, kernels running the first and last columns of rows as edge vectors.
     pub edge_vectors: usize,
+    /// Of those, kernels whose max stages run the code of min stages on negated values.
+    pub dual_stages: usize,
     /// Row blocks the tiered compiles' clean-input specialisations computed (their input
     /// rows checked clean).
     pub clean_blocks: usize,
@@ -168,6 +170,7 @@ impl Executor for Fused {
             sharing_columns: self.before.sharing_columns + st.kernels_sharing_columns,
             carrying_values: self.before.carrying_values + st.kernels_carrying_values,
             edge_vectors: self.before.edge_vectors + st.kernels_with_edge_vectors,
+            dual_stages: self.before.dual_stages + st.kernels_with_dual_stages,
             clean_blocks: self.before.clean_blocks + tiered.clean_blocks,
             nonneg_blocks: self.before.nonneg_blocks + tiered.nonneg_blocks,
             clean_blocks_aborted: self.before.clean_blocks_aborted + tiered.clean_blocks_aborted,

@@ -198,12 +198,13 @@ impl FuzzReport {
             return format!("backend unavailable: {e}\n");
         }
         let mut s = format!(
-            "cases: {}\nkernels compiled: {} ({} sharing work between columns, {} of them carrying values between steps, {} with edge vectors)\nclean-input row blocks: {} (and {} with clear sign bits, {} that met less clean input and were recomputed)\nelapsed: {:.2} s ({:.0} graphs/s)\ninvalid (both paths failed): {}\nmismatches: {}\ncrashes: {}\n",
+            "cases: {}\nkernels compiled: {} ({} sharing work between columns, {} of them carrying values between steps, {} with edge vectors, {} with dual stages)\nclean-input row blocks: {} (and {} with clear sign bits, {} that met less clean input and were recomputed)\nelapsed: {:.2} s ({:.0} graphs/s)\ninvalid (both paths failed): {}\nmismatches: {}\ncrashes: {}\n",
             self.cases,
             self.kernels.compiled,
             self.kernels.sharing_columns,
             self.kernels.carrying_values,
             self.kernels.edge_vectors,
+            self.kernels.dual_stages,
             self.kernels.clean_blocks,
             self.kernels.nonneg_blocks,
             self.kernels.clean_blocks_aborted,

@@ -10,6 +10,7 @@
 mod along;
 mod bytevec;
 mod clean;
+mod dual;
 mod edge;
 mod jit;
 mod nanguard;
@@ -168,6 +169,10 @@ pub struct CpuKernel {
     /// no values carried between steps, or fewer edge vectors than its reach allows), so a
     /// compile under a bigger [`crate::CompileOptions::step_code_budget`] differs.
     pub budget_limited: bool,
+    /// Some max stages run the code of min stages on negated values (see
+    /// [`CompileOptions::no_dual_stages`]): fewer functions were compiled, and the kernel
+    /// runs slower than one compiled without.
+    pub dual_stages: bool,
     /// The same kernel specialised for clean inputs (no NaN, infinity or -0; see
     /// [`clean_kernel`]), when compiled: the runtime runs it after checking the inputs.
     pub clean: Option<Box<CpuKernel>>,
@@ -193,6 +198,7 @@ impl CpuKernel {
             carrying_stages: self.carrying_stages,
             edge_vector_stages: self.edge_vector_stages,
             budget_limited: self.budget_limited,
+            dual_stages: self.dual_stages,
             clean: None,
             nonneg: None,
             notes: self.notes.clone(),
@@ -242,7 +248,13 @@ impl CpuKernel {
 /// `available_parallelism()` threads, each into a JIT module of its own, biggest stages
 /// first, each to the least loaded thread.
 pub fn compile(kernel: &Kernel, options: &CompileOptions) -> Result<CpuKernel, CodegenError> {
-    compile_with(kernel, options, None, false)
+    let dual = (!options.no_dual_stages)
+        .then(|| dual::share_duals(kernel))
+        .flatten();
+    match dual {
+        Some(code) => compile_with(kernel, &code, options, None, false),
+        None => compile_with(kernel, kernel, options, None, false),
+    }
 }
 
 /// Compiles the specialisation of `kernel` for clean inputs ([`clean_kernel`]), in which
@@ -255,7 +267,7 @@ pub fn compile_clean(
     let Some((ck, picks)) = clean::specialise(kernel) else {
         return Ok(None);
     };
-    compile_with(&ck, options, Some(&picks), false).map(Some)
+    compile_with(&ck, &ck, options, Some(&picks), false).map(Some)
 }
 
 /// Compiles the specialisation of `kernel` for clean inputs whose every float is finite with
@@ -270,11 +282,15 @@ pub fn compile_nonneg(
     let Some((ck, picks)) = clean::nonneg_kernel(kernel) else {
         return Ok(None);
     };
-    compile_with(&ck, options, Some(&picks), true).map(Some)
+    compile_with(&ck, &ck, options, Some(&picks), true).map(Some)
 }
 
+/// Compiles `code`, a kernel that computes what `kernel` computes (`kernel` itself, or
+/// its form with dual stages sharing programs, see `dual`), as `kernel`'s code. Stages
+/// with equal programs (up to their sources) and equal plans are compiled once.
 fn compile_with(
     kernel: &Kernel,
+    code: &Kernel,
     options: &CompileOptions,
     plain_picks: Option<&[Vec<bool>]>,
     int_picks: bool,
@@ -290,21 +306,41 @@ fn compile_with(
     // Where each stage's row function finds its border function, if split off (see
     // `rowfn::BorderCall`); owned with the code.
     let mut border_cells: Box<[AtomicUsize]> = Box::new([]);
-    let body = match &kernel.body {
+    let body = match &code.body {
         KernelBody::Stencil { stages } => {
-            rowfn::validate(kernel)?;
+            rowfn::validate(code)?;
             border_cells = stages.iter().map(|_| AtomicUsize::new(0)).collect();
-            let plans = (0..stages.len())
-                .map(|i| {
-                    rowfn::plan_stage(
-                        kernel,
-                        i,
-                        options,
-                        plain_picks.and_then(|p| p.get(i)).map(|p| p.as_slice()),
-                        int_picks,
-                    )
-                })
+            let picks_of = |i: usize| plain_picks.and_then(|p| p.get(i)).map(|p| p.as_slice());
+            let mut plans = (0..stages.len())
+                .map(|i| rowfn::plan_stage(code, i, options, picks_of(i), int_picks))
                 .collect::<Result<Vec<_>, _>>()?;
+            // Stages with the same program up to their sources are compiled once (their row
+            // functions read every slot through a pointer), as the first of them: a result
+            // stored raw in one and canonical in another is stored canonical in both.
+            let programs: Vec<_> = stages.iter().map(dual::normalised).collect();
+            let same_as: Vec<usize> = (0..stages.len())
+                .map(|i| {
+                    (0..i)
+                        .find(|&j| programs[j] == programs[i] && picks_of(j) == picks_of(i))
+                        .unwrap_or(i)
+                })
+                .collect();
+            for i in 0..stages.len() {
+                let first = same_as[i];
+                if first != i && plans[first].raw_result != plans[i].raw_result {
+                    for k in (0..stages.len()).filter(|&k| same_as[k] == first) {
+                        plans[k].raw_result = false;
+                    }
+                }
+            }
+            let reps: Vec<usize> = (0..stages.len()).filter(|&i| same_as[i] == i).collect();
+            if !std::ptr::eq(code, kernel) {
+                notes.push(
+                    "dual stages: some results stored negated, so that max windows run the \
+                     programs of min windows (a max is a negated min of negated values)"
+                        .into(),
+                );
+            }
             // Border columns of big stages in a module of their own, compiled for compile
             // speed and at the same time as the row functions, which call them through a
             // cell each (`border_cells`, filled in below once both are compiled).
@@ -317,7 +353,7 @@ fn compile_with(
                 let mut cj = jit::Jit::cold()?;
                 let mut ids = Vec::new();
                 for (i, stage) in stages.iter().enumerate() {
-                    if split[i] {
+                    if split[i] && same_as[i] == i {
                         let plan = &plans[i];
                         let id = cj.define(
                             &format!("stage{i}_border"),
@@ -349,7 +385,7 @@ fn compile_with(
                 }
                 Ok::<_, CodegenError>((j.finish()?, ids))
             };
-            let groups = stage_groups(&plans, stages);
+            let groups = stage_groups(&plans, stages, &reps);
             if groups.len() > 1 {
                 let list: Vec<String> = groups.iter().map(|g| format!("{g:?}")).collect();
                 notes.push(format!(
@@ -359,11 +395,12 @@ fn compile_with(
                 ));
             }
             let panicked = || CodegenError::Cranelift("a compile thread panicked".into());
+            let border_job_needed = reps.iter().any(|&i| split[i]);
             // The first group compiles on this thread, the others and the border functions
             // on threads of their own (with every group on a new thread, single-group
             // kernels looked slower in separate-process runs, within this VM's noise).
             let (borders, built) = std::thread::scope(|s| {
-                let border_job = split.iter().any(|&s| s).then(|| s.spawn(compile_borders));
+                let border_job = border_job_needed.then(|| s.spawn(compile_borders));
                 let others: Vec<_> = groups
                     .iter()
                     .skip(1)
@@ -409,6 +446,9 @@ fn compile_with(
                 }
                 modules.push(module);
             }
+            for i in 0..stages.len() {
+                fns[i] = fns[same_as[i]];
+            }
             let mut out = Vec::with_capacity(stages.len());
             for ((i, stage), plan) in stages.iter().enumerate().zip(plans) {
                 shared += usize::from(plan.shares_columns());
@@ -418,6 +458,9 @@ fn compile_with(
                 let mut note = plan.describe(i, stage);
                 if split[i] {
                     note.push_str("; border columns in a separate fast-compiling function");
+                }
+                if same_as[i] != i {
+                    let _ = write!(note, "; the code of stage {}", same_as[i]);
                 }
                 notes.push(note);
                 let (func, rows) =
@@ -473,6 +516,7 @@ fn compile_with(
         carrying_stages: carrying,
         edge_vector_stages: edge_stages,
         budget_limited,
+        dual_stages: !std::ptr::eq(code, kernel),
         clean: None,
         nonneg: None,
         notes,
@@ -480,19 +524,23 @@ fn compile_with(
     })
 }
 
-/// Splits the stages into at most `available_parallelism()` groups of about equal
+/// Splits the `compiled` stages into at most `available_parallelism()` groups of about equal
 /// estimated compile work (see `StagePlan::compile_weight`), biggest stages first, each to
 /// the least loaded group.
-fn stage_groups(plans: &[rowfn::StagePlan], stages: &[crate::kernel::Stage]) -> Vec<Vec<usize>> {
+fn stage_groups(
+    plans: &[rowfn::StagePlan],
+    stages: &[crate::kernel::Stage],
+    compiled: &[usize],
+) -> Vec<Vec<usize>> {
     let threads = std::thread::available_parallelism()
         .map_or(1, |n| n.get())
-        .clamp(1, stages.len().max(1));
+        .clamp(1, compiled.len().max(1));
     let weight: Vec<usize> = plans
         .iter()
         .zip(stages)
         .map(|(p, st)| p.compile_weight(st))
         .collect();
-    let mut order: Vec<usize> = (0..stages.len()).collect();
+    let mut order: Vec<usize> = compiled.to_vec();
     order.sort_by_key(|&i| std::cmp::Reverse(weight[i]));
     let mut groups: Vec<Vec<usize>> = vec![Vec::new(); threads];
     let mut load = vec![0usize; threads];

@@ -205,7 +205,7 @@ pub(crate) struct StagePlan {
     sign_clear: Vec<bool>,
     /// The stage's result may be stored with a NaN as the hardware gives it (see
     /// [`raw_result`]).
-    raw_result: bool,
+    pub(crate) raw_result: bool,
     /// A min/max window along the run axis, computed in blocks of rows by the multi-row
     /// function (see `rowblock`).
     row_window: Option<super::rowblock::RowWindow>,
@@ -226,8 +226,8 @@ impl StagePlan {
 
     /// A rough measure of how long the stage takes to compile, for balancing compile
     /// threads: instructions times the vectors per shared step, plus a row block's rows.
-    /// A max counts one and a half (a float max tree is a negated min tree: its loads and
-    /// result flip signs), in the block too. Calibrated on the morphology kernels' compile
+    /// A float max counts one and a half (a float max tree is a negated min tree: its loads
+    /// and result flip signs), in the block too; byte maxima are one instruction like minima. Calibrated on the morphology kernels' compile
     /// times per function: a 15-row block compiles for as long as the 1x15 stage before it,
     /// or longer (15x15 erosion: 1.5x), and the max stages of a 15x15 opening take 15-25%
     /// longer than its min stages.
@@ -236,7 +236,10 @@ impl StagePlan {
         let maxes = stage
             .insts
             .iter()
-            .filter(|i| matches!(i.op, Op::Binary(BinaryOp::Max, ..)))
+            .filter(|i| {
+                matches!(i.op, Op::Binary(BinaryOp::Max, ..))
+                    && matches!(i.dtype, DType::F32 | DType::F64)
+            })
             .count();
         let steps = self.shift.as_ref().map_or(2, |sp| sp.blocks + 1);
         let block = self

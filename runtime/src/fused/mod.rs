@@ -48,6 +48,9 @@ pub struct EngineStats {
     /// Compiled kernels with at least one stage running edge vectors (the first and last
     /// columns of rows as vectors).
     pub kernels_with_edge_vectors: usize,
+    /// Compiled kernels whose max stages run the code of min stages on negated values
+    /// (first compiles; see `kiln_codegen::cpu::CpuKernel::dual_stages`).
+    pub kernels_with_dual_stages: usize,
     /// Background compiles started (bigger steps, clean-input specialisation; see
     /// [`Upgrade`]).
     pub upgrades_started: usize,
@@ -251,6 +254,7 @@ impl Engine {
             st.kernels_sharing_columns += usize::from(compiled.shared_column_stages > 0);
             st.kernels_carrying_values += usize::from(compiled.carrying_stages > 0);
             st.kernels_with_edge_vectors += usize::from(compiled.edge_vector_stages > 0);
+            st.kernels_with_dual_stages += usize::from(compiled.dual_stages);
             st.upgrades_started += usize::from(upgrade.is_some());
         }
         Ok(lock(&self.cache)

@@ -1,7 +1,8 @@
 //! Tiered compilation: a kernel is compiled first with the default code budget (fast to
 //! compile), and compiled again on a background thread when that pays: with a bigger
 //! budget when the default one held some stage's code back (smaller vector-loop steps, no
-//! carried values, fewer edge vectors), and with its specialisation for clean inputs
+//! carried values, fewer edge vectors) or when max stages ran min stages' code on negated
+//! values (`cpu::dual`, fewer functions to compile), and with its specialisation for clean inputs
 //! (`cpu::compile_clean`) when it has one, attached to the first compile's code when no
 //! bigger budget is needed. Runs use the second compile as soon as it is ready. Both
 //! compiles give the same bits (the step size of the shared vector loop differs, and the
@@ -38,11 +39,12 @@ pub struct Upgrade {
 }
 
 impl Upgrade {
-    /// Whether a compile under [`UPGRADE_STEP_BUDGET`] would give different code than
-    /// `first`, compiled with `options`.
+    /// Whether a compile under [`UPGRADE_STEP_BUDGET`], without dual stages, would give
+    /// different code than `first`, compiled with `options`.
     fn bigger_pays(first: &CpuKernel, options: &CompileOptions) -> bool {
-        first.budget_limited
-            && options.step_code_budget.unwrap_or(cpu::STEP_CODE_BUDGET) < UPGRADE_STEP_BUDGET
+        (first.budget_limited
+            && options.step_code_budget.unwrap_or(cpu::STEP_CODE_BUDGET) < UPGRADE_STEP_BUDGET)
+            || first.dual_stages
     }
 
     /// Whether compiling `first`'s kernel again would pay.
@@ -59,6 +61,7 @@ impl Upgrade {
         let recompile = Upgrade::bigger_pays(&first, options);
         let options = CompileOptions {
             step_code_budget: Some(UPGRADE_STEP_BUDGET),
+            no_dual_stages: true,
             ..options.clone()
         };
         let theirs = up.clone();
