@@ -8,10 +8,10 @@ mod common;
 
 use std::time::Duration;
 
-use common::{f32_tensor, layouts, op_graph, Data};
+use common::{f32_tensor, layouts, op_graph, Data, Rng};
 use kiln::ir::DType;
 use kiln::runtime::tensor::first_difference;
-use kiln::{eager, Engine};
+use kiln::{eager, Engine, Tensor};
 
 const SHAPES: [&[usize]; 5] = [
     &[1, 1, 1, 1],
@@ -29,10 +29,36 @@ fn shared_stages(describe: &str) -> usize {
         .count()
 }
 
+/// Inputs of `dtype`: f32 per `data`; u8 from the same generator's bits (uniform bytes,
+/// a few values for `Ties`, and the extremes 0 and 255 for `Special`).
+fn input(dtype: DType, shape: &[usize], data: Data, seed: u64) -> Tensor {
+    let x = f32_tensor(shape, data, seed);
+    match dtype {
+        DType::U8 => {
+            let mut rng = Rng(seed);
+            let v = x
+                .to_scalars()
+                .iter()
+                .map(|s| match data {
+                    Data::Uniform => (rng.next_u64() >> 56) as u8,
+                    Data::Ties => [3u8, 200, 77][rng.below(3)],
+                    Data::Special => [0u8, 255, 1, 254, (s.to_f64() * 100.0) as u8][rng.below(5)],
+                })
+                .collect();
+            Tensor::from_u8(v, shape).unwrap()
+        }
+        _ => x,
+    }
+}
+
 fn check(op: &str, size: &str, mode: &str) {
+    check_typed(op, size, mode, DType::F32);
+}
+
+fn check_typed(op: &str, size: &str, mode: &str, dtype: DType) {
     let params = [("size", size), ("mode", mode)];
     for (si, shape) in SHAPES.iter().enumerate() {
-        let g = op_graph(op, &params, DType::F32, shape);
+        let g = op_graph(op, &params, dtype, shape);
         for tiered in [false, true] {
             let engine = Engine::new().with_tiering(tiered);
             let compiled = engine.compile(&g).unwrap();
@@ -55,13 +81,14 @@ fn check(op: &str, size: &str, mode: &str) {
                 .into_iter()
                 .enumerate()
             {
-                let x = f32_tensor(shape, data, (31 * si + di) as u64);
+                let x = input(dtype, shape, data, (31 * si + di) as u64);
                 let want = eager::run(&g, std::slice::from_ref(&x)).unwrap();
                 for (layout, view) in layouts(&x) {
                     let got = compiled.run(&engine, std::slice::from_ref(&view)).unwrap();
                     if let Some(d) = first_difference(&want[0], &got[0]) {
                         panic!(
-                            "{op} {size} {mode} {shape:?} {data:?} {layout} tiered={tiered}: {d}"
+                            "{op} {size} {mode} {dtype:?} {shape:?} {data:?} {layout} \
+                             tiered={tiered}: {d}"
                         );
                     }
                 }
@@ -88,6 +115,18 @@ fn closings_share_code_and_match_eager() {
     }
     check("grey_closing", "15,15", "nearest");
     check("grey_closing", "9,7", "wrap");
+}
+
+/// Bytes: the dual of a byte max is the complement (`255 - x`) of a byte min of
+/// complements.
+#[test]
+fn byte_openings_and_closings_share_code_and_match_eager() {
+    for mode in ["reflect", "nearest", "wrap"] {
+        check_typed("grey_opening", "5,5", mode, DType::U8);
+        check_typed("grey_closing", "5,5", mode, DType::U8);
+    }
+    check_typed("grey_opening", "15,15", "mirror", DType::U8);
+    check_typed("grey_closing", "7,9", "reflect", DType::U8);
 }
 
 /// A stage read under a constant border keeps its sign (the border constant is what the

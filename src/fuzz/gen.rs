@@ -530,7 +530,7 @@ impl Gen<'_> {
         let mut acc = self.operand();
         let t = self.ty(acc);
         let rank = t.spatial_rank();
-        if !t.dtype.is_float() || rank < 2 {
+        if t.dtype == DType::Bool || rank < 2 {
             return None;
         }
         let links = self.rng.range(2, 4);

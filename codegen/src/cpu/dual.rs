@@ -1,18 +1,19 @@
 //! Dual stages share code: a float max window is a negated min window of the negated
-//! values, bit for bit, so a kernel whose stages are min and max windows (an opening, a
-//! closing) can store some stage results negated and compute its max stages with the same
-//! programs as its min stages. The compile then builds each distinct program once
+//! values, bit for bit (for bytes, complemented: `255 - x`), so a kernel whose stages are
+//! min and max windows (an opening, a closing) can store some stage results negated and
+//! compute its max stages with the same programs as its min stages. The compile then builds each distinct program once
 //! (`compile_with`), which halves the row functions of an opening or a closing.
 //!
 //! Exact: for kiln's float `min`/`max` (a lattice with `-0 < +0`, NaN absorbing and
 //! canonical, see `SEMANTICS.md`), `max(a, b) == -min(-a, -b)` and `min(a, b) ==
 //! -max(-a, -b)` for all bits, since negation maps the order onto its reverse; `neg` gives
-//! the canonical NaN for a NaN, as min and max do. A stage whose stored result is negated
+//! the canonical NaN for a NaN, as min and max do. For u8, `255 - x` reverses the order of
+//! the bytes, and unsigned min and max have no special values. A stage whose stored result is negated
 //! is read only by stages that undo it (their program is rewritten for negated loads).
 //!
 //! Only for the general form: negated clean data holds `-0`, which the clean
 //! specialisations exclude, so they keep the kernel's own stages. A kernel qualifies when
-//! every stage is an f32 program of loads from one source (the kernel's input or one
+//! every stage is an f32 (or every one a u8) program of loads from one source (the kernel's input or one
 //! earlier stage) and `min`/`max` instructions only; the last stage is never negated, nor
 //! is a stage read under a constant border (the border would have to hold the negated
 //! constant, and the clean forms share the slots). Of
@@ -23,7 +24,7 @@
 
 use std::collections::{HashMap, HashSet};
 
-use kiln_ir::{BinaryOp, DType, UnaryOp};
+use kiln_ir::{BinaryOp, DType, Scalar, UnaryOp};
 
 use crate::kernel::{Inst, Kernel, KernelBody, Op, Source, Stage, ValueId};
 
@@ -78,11 +79,13 @@ pub(crate) fn share_duals(kernel: &Kernel) -> Option<Kernel> {
     })
 }
 
-/// The one source a qualifying stage loads from: f32 loads, `min` and `max` only.
+/// The one source a qualifying stage loads from: loads, `min` and `max` only, all f32 or
+/// all u8.
 fn single_source(stage: &Stage) -> Option<Source> {
     let mut source = None;
+    let dtype = stage.dtype();
     for inst in &stage.insts {
-        if inst.dtype != DType::F32 {
+        if inst.dtype != dtype || !matches!(dtype, DType::F32 | DType::U8) {
             return None;
         }
         match &inst.op {
@@ -102,17 +105,15 @@ fn single_source(stage: &Stage) -> Option<Source> {
 /// stored result that is to be negated (`store_negated`): min and max swap under an odd
 /// number of negations, and one `neg` at the root makes up a difference between the two.
 fn rewrite(stage: &Stage, loads_negated: bool, store_negated: bool) -> Option<Stage> {
-    let mut insts: Vec<Inst> = Vec::with_capacity(stage.insts.len() + 1);
+    let dtype = stage.dtype();
+    let mut insts: Vec<Inst> = Vec::with_capacity(stage.insts.len() + 2);
     let mut consed: HashMap<Inst, ValueId> = HashMap::new();
     let mut emit = |op: Op| -> ValueId {
         let op = match op {
-            Op::Binary(b, x, y) if y < x => Op::Binary(b, y, x),
+            Op::Binary(b, x, y) if y < x && b.is_commutative() => Op::Binary(b, y, x),
             other => other,
         };
-        let inst = Inst {
-            op,
-            dtype: DType::F32,
-        };
+        let inst = Inst { op, dtype };
         *consed.entry(inst.clone()).or_insert_with(|| {
             insts.push(inst);
             ValueId(insts.len() as u32 - 1)
@@ -137,7 +138,13 @@ fn rewrite(stage: &Stage, loads_negated: bool, store_negated: bool) -> Option<St
     }
     let mut result = map[stage.result.0 as usize];
     if loads_negated != store_negated {
-        result = emit(Op::Unary(UnaryOp::Neg, result));
+        result = match dtype {
+            DType::U8 => {
+                let top = emit(Op::Const(Scalar::U8(u8::MAX)));
+                emit(Op::Binary(BinaryOp::Sub, top, result))
+            }
+            _ => emit(Op::Unary(UnaryOp::Neg, result)),
+        };
     }
     Some(Stage { insts, result })
 }
@@ -155,11 +162,11 @@ fn reads_constant_border(stage: &Stage) -> bool {
     })
 }
 
-/// Whether the stage's result is a `neg`.
+/// Whether the stage's result is a negation (`neg`, or `255 - x` for bytes).
 fn root_negated(stage: &Stage) -> bool {
     matches!(
         stage.insts[stage.result.0 as usize].op,
-        Op::Unary(UnaryOp::Neg, _)
+        Op::Unary(UnaryOp::Neg, _) | Op::Binary(BinaryOp::Sub, ..)
     )
 }
 
