@@ -29,7 +29,7 @@ use kiln_ir::{BinaryOp, DType, Scalar, UnaryOp};
 use crate::kernel::{Inst, Kernel, KernelBody, Op, Source, Stage, ValueId};
 
 /// Most stages for which the choices are enumerated.
-const MAX_STAGES: usize = 10;
+const MAX_STAGES: usize = 12;
 
 /// The kernel with some stage results stored negated so that dual stages have equal
 /// programs (see the module docs); `None` when the kernel does not qualify or nothing would
@@ -43,9 +43,26 @@ pub(crate) fn share_duals(kernel: &Kernel) -> Option<Kernel> {
         return None;
     }
     let sources: Vec<Source> = stages.iter().map(single_source).collect::<Option<_>>()?;
-    let distinct = |st: &[Stage]| st.iter().map(normalised).collect::<HashSet<_>>().len();
-    let before = distinct(stages);
-    let mut best: Option<((usize, usize, usize), Vec<Stage>)> = None;
+    // Each stage's four forms (its loads negated or not, its result stored negated or not),
+    // and an id per distinct program among them all (up to sources).
+    let mut ids: HashMap<Stage, usize> = HashMap::new();
+    let mut forms: Vec<[(Stage, usize); 4]> = Vec::with_capacity(n);
+    for st in stages {
+        let mut four = Vec::with_capacity(4);
+        for k in 0..4 {
+            let form = rewrite(st, k & 2 != 0, k & 1 != 0)?;
+            let next = ids.len();
+            let id = *ids.entry(normalised(&form)).or_insert(next);
+            four.push((form, id));
+        }
+        forms.push(four.try_into().ok()?);
+    }
+    let distinct = |choice: &[usize]| {
+        let set: HashSet<usize> = (0..n).map(|i| forms[i][choice[i]].1).collect();
+        set.len()
+    };
+    let before = distinct(&vec![0; n]);
+    let mut best: Option<((usize, usize, usize), Vec<usize>)> = None;
     // Bit `i` of `mask`: stage `i`'s stored result is negated (never the last stage).
     for mask in 0u32..(1 << (n - 1)) {
         let negated = |s: Source| match s {
@@ -57,22 +74,21 @@ pub(crate) fn share_duals(kernel: &Kernel) -> Option<Kernel> {
         if (0..n).any(|i| negated(sources[i]) && reads_constant_border(&stages[i])) {
             continue;
         }
-        let rewritten: Vec<Stage> = stages
-            .iter()
-            .enumerate()
-            .map(|(i, st)| rewrite(st, negated(sources[i]), mask >> i & 1 == 1))
-            .collect::<Option<_>>()?;
-        let column_negs = rewritten
-            .iter()
+        let choice: Vec<usize> = (0..n)
+            .map(|i| 2 * usize::from(negated(sources[i])) + (mask as usize >> i & 1))
+            .collect();
+        let chosen = || (0..n).map(|i| &forms[i][choice[i]].0);
+        let column_negs = chosen()
             .filter(|st| root_negated(st) && all_loads_at_column_zero(st))
             .count();
-        let negs = rewritten.iter().filter(|st| root_negated(st)).count();
-        let score = (distinct(&rewritten), column_negs, negs);
+        let negs = chosen().filter(|st| root_negated(st)).count();
+        let score = (distinct(&choice), column_negs, negs);
         if best.as_ref().is_none_or(|(b, _)| score < *b) {
-            best = Some((score, rewritten));
+            best = Some((score, choice));
         }
     }
-    let (score, stages) = best?;
+    let (score, choice) = best?;
+    let stages = (0..n).map(|i| forms[i][choice[i]].0.clone()).collect();
     (score.0 < before).then(|| Kernel {
         body: KernelBody::Stencil { stages },
         ..kernel.clone()
