@@ -178,13 +178,15 @@ fn lower_stencil(graph: &Graph, group: &FusedGroup) -> Result<KernelBody, Codege
 
 /// A hash-consed instruction list.
 #[derive(Default)]
-struct Program {
+pub(crate) struct Program {
     insts: Vec<Inst>,
     consed: HashMap<Inst, ValueId>,
 }
 
 impl Program {
-    fn emit(&mut self, op: Op, dtype: DType) -> ValueId {
+    /// The value of `op` (commutative operands sorted): an earlier equal instruction's, or
+    /// a new one.
+    pub(crate) fn emit(&mut self, op: Op, dtype: DType) -> ValueId {
         let op = match op {
             Op::Binary(bop, a, b) if bop.is_commutative() && b < a => Op::Binary(bop, b, a),
             other => other,
@@ -270,7 +272,7 @@ impl Program {
     }
 
     /// Drops instructions the result does not depend on and renumbers the rest.
-    fn finish(self, result: ValueId) -> Stage {
+    pub(crate) fn finish(self, result: ValueId) -> Stage {
         let n = self.insts.len();
         let mut live = vec![false; n];
         live[result.0 as usize] = true;

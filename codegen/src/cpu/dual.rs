@@ -27,6 +27,7 @@ use std::collections::{HashMap, HashSet};
 use kiln_ir::{BinaryOp, DType, Scalar, UnaryOp};
 
 use crate::kernel::{Inst, Kernel, KernelBody, Op, Source, Stage, ValueId};
+use crate::lower::Program;
 
 /// Most stages for which the choices are enumerated.
 const MAX_STAGES: usize = 12;
@@ -122,19 +123,8 @@ fn single_source(stage: &Stage) -> Option<Source> {
 /// number of negations, and one `neg` at the root makes up a difference between the two.
 fn rewrite(stage: &Stage, loads_negated: bool, store_negated: bool) -> Option<Stage> {
     let dtype = stage.dtype();
-    let mut insts: Vec<Inst> = Vec::with_capacity(stage.insts.len() + 2);
-    let mut consed: HashMap<Inst, ValueId> = HashMap::new();
-    let mut emit = |op: Op| -> ValueId {
-        let op = match op {
-            Op::Binary(b, x, y) if y < x && b.is_commutative() => Op::Binary(b, y, x),
-            other => other,
-        };
-        let inst = Inst { op, dtype };
-        *consed.entry(inst.clone()).or_insert_with(|| {
-            insts.push(inst);
-            ValueId(insts.len() as u32 - 1)
-        })
-    };
+    let mut prog = Program::default();
+    let mut emit = |op: Op| prog.emit(op, dtype);
     // Every value of a qualifying stage is negated exactly when its loads are.
     let mut map: Vec<ValueId> = Vec::with_capacity(stage.insts.len());
     for inst in &stage.insts {
@@ -162,7 +152,7 @@ fn rewrite(stage: &Stage, loads_negated: bool, store_negated: bool) -> Option<St
             _ => emit(Op::Unary(UnaryOp::Neg, result)),
         };
     }
-    Some(Stage { insts, result })
+    Some(prog.finish(result))
 }
 
 /// Whether some load of the stage reads under a constant border.

@@ -306,6 +306,9 @@ fn compile_with(
     // Where each stage's row function finds its border function, if split off (see
     // `rowfn::BorderCall`); owned with the code.
     let mut border_cells: Box<[AtomicUsize]> = Box::new([]);
+    // `code` is `kernel` with dual stages sharing programs (see `dual`) when it is not
+    // `kernel` itself.
+    let dual_stages = !std::ptr::eq(code, kernel);
     let body = match &code.body {
         KernelBody::Stencil { stages } => {
             rowfn::validate(code)?;
@@ -334,7 +337,7 @@ fn compile_with(
                 }
             }
             let reps: Vec<usize> = (0..stages.len()).filter(|&i| same_as[i] == i).collect();
-            if !std::ptr::eq(code, kernel) {
+            if dual_stages {
                 notes.push(
                     "dual stages: some results stored negated, so that max windows run the \
                      programs of min windows (a max is a negated min of negated values)"
@@ -516,7 +519,7 @@ fn compile_with(
         carrying_stages: carrying,
         edge_vector_stages: edge_stages,
         budget_limited,
-        dual_stages: !std::ptr::eq(code, kernel),
+        dual_stages,
         clean: None,
         nonneg: None,
         notes,
