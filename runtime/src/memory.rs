@@ -1,7 +1,57 @@
 //! A pre-flight memory check, so that a graph too big for this machine fails with a clear
-//! error before it starts, instead of aborting the process on a failed allocation halfway.
+//! error before it starts, instead of aborting the process on a failed allocation halfway;
+//! and fresh output buffers, with huge pages asked for when they are big.
+
+use std::mem::MaybeUninit;
 
 use crate::RuntimeError;
+
+/// Fresh buffers of more than this many bytes get the huge-page advice ([`fresh_vec`]).
+/// glibc maps every allocation this big on its own (its largest `mmap` threshold is 32 MiB on
+/// 64-bit hosts), so the advice never touches a heap range shared with other allocations.
+pub const HUGE_PAGE_ADVICE_ABOVE_BYTES: usize = 32 << 20;
+
+/// The transparent huge page size of x86-64 and most aarch64 Linux kernels.
+const HUGE_PAGE_BYTES: usize = 2 << 20;
+
+/// An empty vector with room for `len` elements, uninitialised, for an output that is about
+/// to be written in full. Above [`HUGE_PAGE_ADVICE_ABOVE_BYTES`] its 2 MiB-aligned part is
+/// advised for transparent huge pages ([`advise_huge_pages`]): a fresh 400 MB output then
+/// faults in 2 MiB at a time instead of 4 KiB, about 500 times fewer page faults.
+pub fn fresh_vec<T>(len: usize) -> Vec<T> {
+    let mut v = Vec::with_capacity(len);
+    if len.saturating_mul(std::mem::size_of::<T>()) > HUGE_PAGE_ADVICE_ABOVE_BYTES {
+        advise_huge_pages(v.spare_capacity_mut());
+    }
+    v
+}
+
+/// Asks Linux to back the 2 MiB-aligned part of `buf` with transparent huge pages
+/// (`madvise(MADV_HUGEPAGE)`; honoured when `/sys/kernel/mm/transparent_hugepage/enabled`
+/// is `madvise` or `always`). Advice only: contents and validity of the memory do not
+/// change. Returns whether the advice was taken (false elsewhere, on a buffer with no
+/// aligned 2 MiB inside, or when the kernel refuses it).
+pub fn advise_huge_pages<T>(buf: &mut [MaybeUninit<T>]) -> bool {
+    let start = buf.as_mut_ptr() as usize;
+    let end = start + std::mem::size_of_val(buf);
+    let lo = start.next_multiple_of(HUGE_PAGE_BYTES);
+    let hi = end - end % HUGE_PAGE_BYTES;
+    if hi <= lo {
+        return false;
+    }
+    #[cfg(target_os = "linux")]
+    {
+        // SAFETY: `[lo, hi)` lies inside `buf`, memory this process owns and has mapped
+        // (`lo >= start`, `hi <= end`, both page aligned); `MADV_HUGEPAGE` only marks the
+        // range as eligible for huge pages and never changes its contents or mapping, and
+        // `madvise` reads no memory through the pointer. A failure is reported, not acted on.
+        unsafe { libc::madvise(lo as *mut libc::c_void, hi - lo, libc::MADV_HUGEPAGE) == 0 }
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        false
+    }
+}
 
 /// Bytes the OS reports as available for new allocations (`MemAvailable` plus `SwapFree`
 /// from `/proc/meminfo`), or `None` where that is unknown (not Linux).
@@ -37,5 +87,65 @@ pub fn ensure_fits(needed: u64, what: &str) -> Result<(), RuntimeError> {
             available,
         }),
         _ => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The `VmFlags` line of the mapping of `/proc/self/smaps` that holds `addr`.
+    #[cfg(target_os = "linux")]
+    fn vm_flags(addr: usize) -> Option<String> {
+        let smaps = std::fs::read_to_string("/proc/self/smaps").ok()?;
+        let mut inside = false;
+        for line in smaps.lines() {
+            let head = line.split_whitespace().next().unwrap_or("");
+            if let Some((lo, hi)) = head.split_once('-') {
+                if let (Ok(lo), Ok(hi)) =
+                    (usize::from_str_radix(lo, 16), usize::from_str_radix(hi, 16))
+                {
+                    inside = lo <= addr && addr < hi;
+                    continue;
+                }
+            }
+            if inside {
+                if let Some(flags) = line.strip_prefix("VmFlags:") {
+                    return Some(flags.to_string());
+                }
+            }
+        }
+        None
+    }
+
+    #[test]
+    fn small_buffers_get_no_advice() {
+        let mut v: Vec<u8> = fresh_vec(1 << 20);
+        assert!(v.capacity() >= 1 << 20);
+        // Less than one aligned huge page inside: nothing to advise.
+        assert!(!advise_huge_pages(&mut v.spare_capacity_mut()[..4096]));
+    }
+
+    /// A big fresh buffer's mapping carries the huge-page advice (`hg` in its `VmFlags`),
+    /// and the buffer holds what is written to it, end to end.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn big_fresh_buffers_are_advised_for_huge_pages() {
+        let len = HUGE_PAGE_ADVICE_ABOVE_BYTES / 4 + 3 * HUGE_PAGE_BYTES;
+        let mut v: Vec<u32> = fresh_vec(len);
+        let mid = v.as_ptr() as usize + len * 2;
+        let flags = vm_flags(mid).expect("the buffer is mapped");
+        let advised = flags.split_whitespace().any(|f| f == "hg");
+        // Kernels built without transparent huge pages refuse the advice; then so must we.
+        let again = advise_huge_pages(v.spare_capacity_mut());
+        assert_eq!(advised, again, "VmFlags: {flags}");
+        if std::path::Path::new("/sys/kernel/mm/transparent_hugepage/enabled").exists() {
+            assert!(advised, "VmFlags: {flags}");
+        }
+        v.extend((0..len as u32).map(|i| i.wrapping_mul(2654435761)));
+        assert!(v
+            .iter()
+            .enumerate()
+            .all(|(i, &x)| x == (i as u32).wrapping_mul(2654435761)));
     }
 }

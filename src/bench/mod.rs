@@ -380,11 +380,11 @@ pub fn copy_floor(
         Err(_) => return (Stats::default(), Stats::default()),
     };
     let src: Vec<u8> = (0..in_bytes.max(1)).map(|i| (i % 251) as u8 + 1).collect();
-    // A fresh output is allocated without zeroing, as kiln allocates its outputs (a zeroed
+    // A fresh output is allocated as kiln allocates its outputs: without zeroing (a zeroed
     // `vec!` would add a memset of the whole buffer to the floor whenever the allocator
-    // reuses memory).
+    // reuses memory), and with the same huge-page advice when it is big (`fresh_vec`).
     let fresh = time_it::<()>(opts, || {
-        let mut dst: Vec<u8> = Vec::with_capacity(out_bytes);
+        let mut dst: Vec<u8> = crate::runtime::memory::fresh_vec(out_bytes);
         parallel_copy(&pool, &src, dst.spare_capacity_mut());
         std::hint::black_box(&dst);
         Ok(())

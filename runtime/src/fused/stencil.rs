@@ -33,6 +33,7 @@ use kiln_ir::{Border, DType, Scalar};
 use rayon::prelude::*;
 
 use super::lock;
+use crate::memory::fresh_vec;
 use crate::tensor::{Storage, Tensor};
 use crate::RuntimeError;
 
@@ -672,10 +673,10 @@ impl OutBuf {
     /// Room for `len` elements of `dtype`, uninitialised.
     fn with_capacity(dtype: DType, len: usize) -> OutBuf {
         match dtype {
-            DType::F32 => OutBuf::F32(Vec::with_capacity(len)),
-            DType::F64 => OutBuf::F64(Vec::with_capacity(len)),
-            DType::U8 => OutBuf::U8(Vec::with_capacity(len)),
-            DType::Bool => OutBuf::Bool(Vec::with_capacity(len)),
+            DType::F32 => OutBuf::F32(fresh_vec(len)),
+            DType::F64 => OutBuf::F64(fresh_vec(len)),
+            DType::U8 => OutBuf::U8(fresh_vec(len)),
+            DType::Bool => OutBuf::Bool(fresh_vec(len)),
         }
     }
 
