@@ -3,6 +3,7 @@
 //! and fresh output buffers, with huge pages asked for when they are big.
 
 use std::mem::MaybeUninit;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::RuntimeError;
 
@@ -14,13 +15,31 @@ pub const HUGE_PAGE_ADVICE_ABOVE_BYTES: usize = 32 << 20;
 /// The transparent huge page size of x86-64 and most aarch64 Linux kernels.
 const HUGE_PAGE_BYTES: usize = 2 << 20;
 
+static HUGE_PAGE_ADVICE: AtomicBool = AtomicBool::new(true);
+
+/// Turns the huge-page advice of [`fresh_vec`] on (the default) or off for the whole process.
+/// Off suits a process that must not risk the kernel compacting memory in a page fault (with
+/// THP's `defrag` setting at `madvise`, the first touch of an advised range may wait for
+/// that), at the cost of 4 KiB page faults on big fresh outputs.
+pub fn set_huge_page_advice(on: bool) {
+    HUGE_PAGE_ADVICE.store(on, Ordering::Relaxed);
+}
+
+/// Whether [`fresh_vec`] advises big buffers for huge pages (see [`set_huge_page_advice`]).
+pub fn huge_page_advice() -> bool {
+    HUGE_PAGE_ADVICE.load(Ordering::Relaxed)
+}
+
 /// An empty vector with room for `len` elements, uninitialised, for an output that is about
 /// to be written in full. Above [`HUGE_PAGE_ADVICE_ABOVE_BYTES`] its 2 MiB-aligned part is
-/// advised for transparent huge pages ([`advise_huge_pages`]): a fresh 400 MB output then
-/// faults in 2 MiB at a time instead of 4 KiB, about 500 times fewer page faults.
+/// advised for transparent huge pages ([`advise_huge_pages`]; unless
+/// [`set_huge_page_advice`] turned that off): a fresh 400 MB output then faults in 2 MiB at
+/// a time instead of 4 KiB, about 500 times fewer page faults.
 pub fn fresh_vec<T>(len: usize) -> Vec<T> {
     let mut v = Vec::with_capacity(len);
-    if len.saturating_mul(std::mem::size_of::<T>()) > HUGE_PAGE_ADVICE_ABOVE_BYTES {
+    if len.saturating_mul(std::mem::size_of::<T>()) > HUGE_PAGE_ADVICE_ABOVE_BYTES
+        && huge_page_advice()
+    {
         advise_huge_pages(v.spare_capacity_mut());
     }
     v
@@ -94,6 +113,9 @@ pub fn ensure_fits(needed: u64, what: &str) -> Result<(), RuntimeError> {
 mod tests {
     use super::*;
 
+    /// Held by the tests that depend on the process-wide advice switch.
+    static SWITCH: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
     /// The `VmFlags` line of the mapping of `/proc/self/smaps` that holds `addr`.
     #[cfg(target_os = "linux")]
     fn vm_flags(addr: usize) -> Option<String> {
@@ -118,6 +140,26 @@ mod tests {
         None
     }
 
+    /// With the advice switched off, a big fresh buffer's mapping is not advised.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn the_advice_can_be_switched_off() {
+        let _switch = SWITCH.lock().unwrap_or_else(|e| e.into_inner());
+        let len = HUGE_PAGE_ADVICE_ABOVE_BYTES + 3 * HUGE_PAGE_BYTES;
+        let advised = |v: &Vec<u8>| {
+            let flags = vm_flags(v.as_ptr() as usize + len / 2).expect("mapped");
+            flags.split_whitespace().any(|f| f == "hg")
+        };
+        set_huge_page_advice(false);
+        let off: Vec<u8> = fresh_vec(len);
+        set_huge_page_advice(true);
+        let on: Vec<u8> = fresh_vec(len);
+        assert!(!advised(&off));
+        if std::path::Path::new("/sys/kernel/mm/transparent_hugepage/enabled").exists() {
+            assert!(advised(&on));
+        }
+    }
+
     #[test]
     fn small_buffers_get_no_advice() {
         let mut v: Vec<u8> = fresh_vec(1 << 20);
@@ -131,6 +173,7 @@ mod tests {
     #[cfg(target_os = "linux")]
     #[test]
     fn big_fresh_buffers_are_advised_for_huge_pages() {
+        let _switch = SWITCH.lock().unwrap_or_else(|e| e.into_inner());
         let len = HUGE_PAGE_ADVICE_ABOVE_BYTES / 4 + 3 * HUGE_PAGE_BYTES;
         let mut v: Vec<u32> = fresh_vec(len);
         let mid = v.as_ptr() as usize + len * 2;
