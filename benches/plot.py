@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Median 3x3: time against image size (256^2 .. 4096^2) for kiln and its peers, as a PNG.
 
-    pip install numpy scipy opencv-python-headless matplotlib
+    pip install numpy scipy opencv-python-headless matplotlib   # torch + kornia optional
     cargo build --release
     python3 benches/plot.py [--kiln target/release/kiln] [--threads 2] [--out benches/median3_scaling.png]
 
@@ -51,6 +51,8 @@ def main():
             seed = r["seed"]
     if C.cv2 is not None:
         C.cv2.setNumThreads(args.threads)
+    if C.torch is not None:
+        C.torch.set_num_threads(args.threads)
     for n in sizes:
         x = C.generate("f32", (1, 1, n, n), seed)
         for lib, fn, _check in C.peers_for("median3", 3):
@@ -59,8 +61,13 @@ def main():
                 if fns is None:
                     continue
                 tx = C.torch.from_numpy(x)
-                st, _ = C.time_it(lambda: fns[0](tx), args.min_time)
-                series.setdefault("kornia-eager", {})[n] = st["median_ms"]
+                for label, f in (("kornia-eager", fns[0]), ("torch.compile", fns[1])):
+                    if f is None:
+                        continue
+                    with C.torch.no_grad():
+                        st, _ = C.time_it(lambda: f(tx), args.min_time)
+                    series.setdefault(label, {})[n] = st["median_ms"]
+                    print(f"{label:>8} {n:>5}^2 {st['median_ms']:.3f} ms", flush=True)
                 continue
             if args.skip_slow and lib in ("scipy", "numpy") and n > 2048:
                 continue
