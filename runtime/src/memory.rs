@@ -62,7 +62,8 @@ pub fn advise_huge_pages<T>(buf: &mut [MaybeUninit<T>]) -> bool {
     {
         // SAFETY: `[lo, hi)` lies inside `buf`, memory this process owns and has mapped
         // (`lo >= start`, `hi <= end`, both page aligned); `MADV_HUGEPAGE` only marks the
-        // range as eligible for huge pages and never changes its contents or mapping, and
+        // range as eligible for huge pages (the kernel may split the mapping's bookkeeping
+        // at `lo` and `hi`) and never changes the memory's contents or where it is mapped;
         // `madvise` reads no memory through the pointer. A failure is reported, not acted on.
         unsafe { libc::madvise(lo as *mut libc::c_void, hi - lo, libc::MADV_HUGEPAGE) == 0 }
     }
