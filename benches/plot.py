@@ -28,7 +28,8 @@ def main():
     ap.add_argument("--kiln", default="target/release/kiln")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--sizes", default="256,512,1024,2048,4096")
-    ap.add_argument("--min-time", type=float, default=0.3)
+    ap.add_argument("--min-time", type=float, default=1.0,
+                    help="seconds of repeated calls per point (short runs can catch the first calls' page faults)")
     ap.add_argument("--out", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "median3_scaling.png"))
     ap.add_argument("--skip-slow", action="store_true", help="skip scipy/numpy above 2048^2")
     args = ap.parse_args()
