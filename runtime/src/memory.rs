@@ -141,23 +141,36 @@ mod tests {
         None
     }
 
+    /// Whether the mapping that holds `addr` carries the huge-page advice (`hg` in its
+    /// `VmFlags`), with the flags for messages.
+    #[cfg(target_os = "linux")]
+    fn advised_at(addr: usize) -> (bool, String) {
+        let flags = vm_flags(addr).expect("the buffer is mapped");
+        (flags.split_whitespace().any(|f| f == "hg"), flags)
+    }
+
+    /// Whether this kernel has transparent huge pages (then it takes the advice).
+    #[cfg(target_os = "linux")]
+    fn kernel_has_thp() -> bool {
+        std::path::Path::new("/sys/kernel/mm/transparent_hugepage/enabled").exists()
+    }
+
     /// With the advice switched off, a big fresh buffer's mapping is not advised.
     #[cfg(target_os = "linux")]
     #[test]
     fn the_advice_can_be_switched_off() {
         let _switch = SWITCH.lock().unwrap_or_else(|e| e.into_inner());
         let len = HUGE_PAGE_ADVICE_ABOVE_BYTES + 3 * HUGE_PAGE_BYTES;
-        let advised = |v: &Vec<u8>| {
-            let flags = vm_flags(v.as_ptr() as usize + len / 2).expect("mapped");
-            flags.split_whitespace().any(|f| f == "hg")
-        };
+        let advised = |v: &Vec<u8>| advised_at(v.as_ptr() as usize + len / 2);
         set_huge_page_advice(false);
         let off: Vec<u8> = fresh_vec(len);
         set_huge_page_advice(true);
         let on: Vec<u8> = fresh_vec(len);
-        assert!(!advised(&off));
-        if std::path::Path::new("/sys/kernel/mm/transparent_hugepage/enabled").exists() {
-            assert!(advised(&on));
+        let (off_advised, flags) = advised(&off);
+        assert!(!off_advised, "VmFlags: {flags}");
+        if kernel_has_thp() {
+            let (on_advised, flags) = advised(&on);
+            assert!(on_advised, "VmFlags: {flags}");
         }
     }
 
@@ -177,13 +190,11 @@ mod tests {
         let _switch = SWITCH.lock().unwrap_or_else(|e| e.into_inner());
         let len = HUGE_PAGE_ADVICE_ABOVE_BYTES / 4 + 3 * HUGE_PAGE_BYTES;
         let mut v: Vec<u32> = fresh_vec(len);
-        let mid = v.as_ptr() as usize + len * 2;
-        let flags = vm_flags(mid).expect("the buffer is mapped");
-        let advised = flags.split_whitespace().any(|f| f == "hg");
+        let (advised, flags) = advised_at(v.as_ptr() as usize + len * 2);
         // Kernels built without transparent huge pages refuse the advice; then so must we.
         let again = advise_huge_pages(v.spare_capacity_mut());
         assert_eq!(advised, again, "VmFlags: {flags}");
-        if std::path::Path::new("/sys/kernel/mm/transparent_hugepage/enabled").exists() {
+        if kernel_has_thp() {
             assert!(advised, "VmFlags: {flags}");
         }
         v.extend((0..len as u32).map(|i| i.wrapping_mul(2654435761)));
