@@ -9,25 +9,9 @@
 
 use kiln_codegen::cpu::{CombineFn, FoldFn};
 
+use super::out_ptr::OutPtr;
 use crate::tensor::{contiguous_strides, Storage, Tensor};
 use crate::RuntimeError;
-
-/// The output's base pointer, shared by threads that write disjoint parts of it.
-#[derive(Clone, Copy)]
-struct OutPtr(*mut u8);
-
-impl OutPtr {
-    /// The pointer (a method, so closures capture the whole `Sync` wrapper).
-    fn get(self) -> *mut u8 {
-        self.0
-    }
-}
-
-// SAFETY: each parallel task writes a distinct set of output elements (distinct rows, or
-// distinct column chunks of a line), and the buffer outlives the parallel loop.
-unsafe impl Send for OutPtr {}
-// SAFETY: see `Send`.
-unsafe impl Sync for OutPtr {}
 
 /// Runs a scan (`scan`) or reduction of `x` along `axis`; returns a contiguous tensor of
 /// `out_shape` (`x`'s shape, with `axis` of length 1 for a reduction), fresh or in `reuse`

@@ -11,6 +11,7 @@
 //! independent lines (`along`).
 
 mod along;
+mod out_ptr;
 mod placement;
 mod stencil;
 mod tiers;

@@ -33,6 +33,7 @@ use kiln_ir::{Border, DType, Scalar};
 use rayon::prelude::*;
 
 use super::lock;
+use super::out_ptr::OutPtr;
 use crate::memory::fresh_vec;
 use crate::tensor::{Storage, Tensor};
 use crate::RuntimeError;
@@ -43,24 +44,6 @@ type Scratch = Vec<std::mem::MaybeUninit<u64>>;
 
 /// Bytes an [`SlotKind::OuterInRange`] slot points at: `[0]` is out of range, `[1]` in range.
 static IN_RANGE: [u8; 2] = [0, 1];
-
-/// The output's base pointer, shared by the threads that write disjoint rows of it.
-#[derive(Clone, Copy)]
-struct OutPtr(*mut u8);
-
-impl OutPtr {
-    /// The pointer (a method, so closures capture the whole `Sync` wrapper).
-    fn get(self) -> *mut u8 {
-        self.0
-    }
-}
-
-// SAFETY: the pointer is only used to write rows; every block writes a distinct range of
-// rows (blocks partition the row range), so no two threads write the same bytes, and the
-// buffer outlives the parallel loop (it is owned by `run`'s caller frame).
-unsafe impl Send for OutPtr {}
-// SAFETY: see `Send`: shared access only ever writes disjoint rows.
-unsafe impl Sync for OutPtr {}
 
 /// Where a slot's pointer goes for one row.
 enum Target {
