@@ -12,6 +12,12 @@ checks each peer's output against kiln's (`kiln bench --dump-outputs`), and prin
 median ms per library per thread count, kiln's ratio to the best peer and to the copy floor.
 A library that is not installed, or has no such operation, gives a "skipped" cell.
 
+With --paired N, each row with an OpenCV peer is then timed N more times, kiln and OpenCV
+alternating (kiln first in even rounds, OpenCV first in odd ones; kiln as `kiln bench --ops NAME`
+in a process of its own each round, OpenCV in this one), so that each kiln/OpenCV ratio compares
+two timings taken seconds apart instead of minutes. Its table gives the median of the per-round
+ratios and their range; the JSON keeps every round.
+
 Output checks: "exact" = every element bit-identical; "interior" = bit-identical away from the
 border (the peer's border rule differs from kiln's, e.g. OpenCV medianBlur replicates edges
 where kiln/kornia pad with zeros); "DIFF ..." = some element differs (count, max |diff|).
@@ -400,6 +406,8 @@ def main():
     ap.add_argument("--json", default="", help="write kiln's and the peers' results here")
     ap.add_argument("--markdown", action="store_true", help="also print the table as Markdown")
     ap.add_argument("--no-torch-compile", action="store_true")
+    ap.add_argument("--paired", type=int, default=0, metavar="N",
+                    help="then time kiln and OpenCV alternately, N rounds per row (see above)")
     args = ap.parse_args()
     threads = [int(t) for t in args.threads.split(",")]
 
@@ -408,6 +416,8 @@ def main():
         results = []
         for row in kj["results"]:
             results.append(bench_peers(args, row, tmp, threads))
+        if args.paired > 0:
+            run_paired(args, results, tmp)
     meta = kj["metadata"]
     meta["python"] = sys.version.split()[0]
     meta["numpy"] = np.__version__
@@ -416,6 +426,7 @@ def main():
     meta["torch"] = torch.__version__ if torch is not None else None
     meta["kornia"] = kornia.__version__ if kornia is not None else None
     print_table(meta, results, args.markdown)
+    print_paired(results, args.markdown)
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"metadata": meta, "results": results}, f, indent=1)
@@ -480,6 +491,81 @@ def bench_peers(args, row, tmp, threads):
             res["peers"][lib] = None
             res["checks"][lib] = f"error: {type(e).__name__}: {e}"
     return res
+
+
+def kiln_once(args, row, tmp):
+    """kiln's median ms for one row, from a `kiln bench` process of its own (no output dump)."""
+    out = os.path.join(tmp, "paired.json")
+    cmd = [args.kiln, "bench", "--json", out, "--threads", str(row["threads"]), "--min-time", str(args.min_time),
+           "--ops", row["name"]]
+    if args.sizes:
+        cmd += ["--sizes", str(row["shape"][-1])]
+    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
+    with open(out) as f:
+        (k,) = json.load(f)["results"]
+    if k["status"] != "ok":
+        raise RuntimeError(f"{row['name']}: {k['status']}: {k['reason']}")
+    return k["time"]["median_ms"]
+
+
+def run_paired(args, results, tmp):
+    """Times kiln and OpenCV alternately, args.paired rounds per row (see the module docs)."""
+    inputs = {}
+    for res in results:
+        row = res["kiln"]
+        if row["status"] != "ok" or not res["peers"].get("opencv"):
+            continue
+        name, t = row["name"], row["threads"]
+        fn = next((f for lib, f, _ in peers_for(name, window_size(row)) if lib == "opencv"), None)
+        if fn is None:
+            continue
+        key = (name, tuple(row["shape"]))
+        if key not in inputs:
+            inputs.clear()
+            inputs[key] = generate(row["dtype"], tuple(row["shape"]), row["seed"])
+        x = inputs[key]
+        cv2.setNumThreads(t)
+        kiln_ms, opencv_ms = [], []
+        for r in range(args.paired):
+            for side in ("kiln", "opencv") if r % 2 == 0 else ("opencv", "kiln"):
+                if side == "kiln":
+                    kiln_ms.append(kiln_once(args, row, tmp))
+                else:
+                    opencv_ms.append(time_it(lambda: fn(x), args.min_time)[0]["median_ms"])
+        ratios = [k / o for k, o in zip(kiln_ms, opencv_ms)]
+        res["paired"] = {"kiln_ms": kiln_ms, "opencv_ms": opencv_ms, "ratios": ratios,
+                         "ratio_median": float(np.median(ratios))}
+        print(f"paired {name} thr={t}: kiln/opencv {res['paired']['ratio_median']:.2f} "
+              f"({min(ratios):.2f}-{max(ratios):.2f}) over {len(ratios)} rounds", flush=True)
+
+
+def print_paired(results, markdown):
+    """The --paired table: kiln and OpenCV timed alternately, per-round ratios."""
+    rows = []
+    for r in results:
+        p = r.get("paired")
+        if not p:
+            continue
+        k = r["kiln"]
+        rows.append([k["name"], "x".join(map(str, k["shape"])), str(k["threads"]), str(len(p["ratios"])),
+                     fmt(float(np.median(p["kiln_ms"]))), fmt(float(np.median(p["opencv_ms"]))),
+                     f"{p['ratio_median']:.2f}", f"{min(p['ratios']):.2f}-{max(p['ratios']):.2f}"])
+    if not rows:
+        return
+    head = ["workload", "shape", "thr", "rounds", "kiln ms", "opencv ms", "kiln/opencv", "range"]
+    print()
+    print("paired: kiln and OpenCV timed alternately (medians over the rounds; kiln/opencv = median of "
+          "the per-round ratios)")
+    widths = [max(len(h), *(len(c) for c in col)) for h, col in zip(head, zip(*rows))]
+    print("  ".join(h.ljust(w) for h, w in zip(head, widths)))
+    for c in rows:
+        print("  ".join(x.ljust(w) for x, w in zip(c, widths)))
+    if markdown:
+        print()
+        print("| " + " | ".join(head) + " |")
+        print("|" + "---|" * len(head))
+        for c in rows:
+            print("| " + " | ".join(c) + " |")
 
 
 def print_table(meta, results, markdown):
