@@ -232,12 +232,7 @@ fn kernels() -> Vec<(String, Kernel)> {
             ReduceOp::Any,
             ReduceOp::All,
         ] {
-            let ok = match op {
-                ReduceOp::Sum => d != DType::Bool,
-                ReduceOp::Any | ReduceOp::All => d == DType::Bool,
-                _ => true,
-            };
-            if !ok {
+            if !op.accepts(d) {
                 continue;
             }
             for axis in [0, 2, 3] {

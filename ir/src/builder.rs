@@ -435,12 +435,7 @@ impl GraphBuilder {
         d: DType,
         kind: &'static str,
     ) -> Result<(), BuildError> {
-        let ok = match op {
-            ReduceOp::Min | ReduceOp::Max => true,
-            ReduceOp::Sum => d != DType::Bool,
-            ReduceOp::Any | ReduceOp::All => d == DType::Bool,
-        };
-        if ok {
+        if op.accepts(d) {
             Ok(())
         } else {
             Err(BuildError::dtype(

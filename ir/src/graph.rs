@@ -115,6 +115,16 @@ pub enum ReduceOp {
 }
 
 impl ReduceOp {
+    /// Whether the reduction accepts elements of `d`: min and max every dtype, sum every
+    /// dtype but bool, any and all bool only.
+    pub fn accepts(self, d: DType) -> bool {
+        match self {
+            ReduceOp::Min | ReduceOp::Max => true,
+            ReduceOp::Sum => d != DType::Bool,
+            ReduceOp::Any | ReduceOp::All => d == DType::Bool,
+        }
+    }
+
     /// The binary operation that combines two partial results.
     pub fn combiner(self) -> BinaryOp {
         match self {

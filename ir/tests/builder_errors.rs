@@ -331,3 +331,36 @@ fn most_negative_offset_is_an_error_not_a_panic() {
     let e = b.gather(F32, &[i64::MIN, 0], Border::Wrap).unwrap_err();
     assert!(matches!(e, BuildError::Invalid { node: 5, .. }), "{e:?}");
 }
+
+/// The dtype rule of reductions as SEMANTICS.md states it (min and max take every dtype, sum
+/// every dtype but bool, any and all bool only), for every op and dtype: `ReduceOp::accepts`
+/// says so, and the builder takes exactly those scans and axis reductions.
+#[test]
+fn reductions_take_the_documented_dtypes() {
+    let ops = [
+        ReduceOp::Min,
+        ReduceOp::Max,
+        ReduceOp::Sum,
+        ReduceOp::Any,
+        ReduceOp::All,
+    ];
+    for op in ops {
+        // `setup` makes one input per dtype, in `DType::ALL` order, as `%0..%3`.
+        for (i, d) in DType::ALL.into_iter().enumerate() {
+            let documented = match op {
+                ReduceOp::Min | ReduceOp::Max => true,
+                ReduceOp::Sum => d != DType::Bool,
+                ReduceOp::Any | ReduceOp::All => d == DType::Bool,
+            };
+            assert_eq!(op.accepts(d), documented, "{op:?} on {d}");
+            let x = NodeId(i as u32);
+            let mut b = setup();
+            assert_eq!(b.scan(x, 2, op).is_ok(), documented, "scan {op:?} on {d}");
+            assert_eq!(
+                b.axis_reduce(x, 3, op).is_ok(),
+                documented,
+                "axis reduce {op:?} on {d}"
+            );
+        }
+    }
+}

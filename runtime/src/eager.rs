@@ -414,12 +414,7 @@ fn check_offset(off: &[i64], shape: &[usize]) -> Result<(), String> {
 
 /// Checks a reduction accepts a dtype (sum: not bool; any/all: bool only).
 fn check_reduce(op: ReduceOp, d: DType) -> Result<(), String> {
-    let ok = match op {
-        ReduceOp::Min | ReduceOp::Max => true,
-        ReduceOp::Sum => d != DType::Bool,
-        ReduceOp::Any | ReduceOp::All => d == DType::Bool,
-    };
-    if ok {
+    if op.accepts(d) {
         Ok(())
     } else {
         Err(format!("{op:?} does not accept {d}"))

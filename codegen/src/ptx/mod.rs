@@ -332,12 +332,7 @@ fn validate(kernel: &Kernel) -> Result<(), CodegenError> {
 }
 
 fn check_reduce(op: ReduceOp, d: DType) -> Result<(), CodegenError> {
-    let ok = match op {
-        ReduceOp::Min | ReduceOp::Max => true,
-        ReduceOp::Sum => d != DType::Bool,
-        ReduceOp::Any | ReduceOp::All => d == DType::Bool,
-    };
-    if ok {
+    if op.accepts(d) {
         Ok(())
     } else {
         Err(err(format!("reduction {op:?} on {d}")))
