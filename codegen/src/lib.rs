@@ -10,6 +10,7 @@ pub mod kernel;
 pub mod kernel_print;
 pub mod lower;
 pub mod ptx;
+pub mod validate;
 
 use thiserror::Error;
 

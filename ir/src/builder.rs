@@ -180,47 +180,16 @@ impl GraphBuilder {
         const K: &str = "unary";
         let tx = self.operand(x, K)?.clone();
         let d = tx.dtype;
-        let out = match op {
-            UnaryOp::Neg | UnaryOp::Abs => {
-                if d == DType::Bool {
-                    return Err(BuildError::dtype(
-                        self.next_id(),
-                        K,
-                        format!("{op:?} needs f32/f64/u8, got bool"),
-                    ));
-                }
-                d
-            }
-            UnaryOp::Sqrt => {
-                if !d.is_float() {
-                    return Err(BuildError::dtype(
-                        self.next_id(),
-                        K,
-                        format!("Sqrt needs f32/f64, got {d}"),
-                    ));
-                }
-                d
-            }
-            UnaryOp::IsNan | UnaryOp::IsFinite => {
-                if !d.is_float() {
-                    return Err(BuildError::dtype(
-                        self.next_id(),
-                        K,
-                        format!("{op:?} needs f32/f64, got {d}"),
-                    ));
-                }
-                DType::Bool
-            }
-            UnaryOp::Not => {
-                if d != DType::Bool {
-                    return Err(BuildError::dtype(
-                        self.next_id(),
-                        K,
-                        format!("Not needs bool, got {d}"),
-                    ));
-                }
-                DType::Bool
-            }
+        let Some(out) = op.result_dtype(d) else {
+            let takes: Vec<DType> = DType::ALL
+                .into_iter()
+                .filter(|&t| op.result_dtype(t).is_some())
+                .collect();
+            return Err(BuildError::dtype(
+                self.next_id(),
+                K,
+                format!("{op:?} needs {}, got {d}", dtypes(&takes)),
+            ));
         };
         Ok(self.push(
             NodeKind::Unary { op, x },
@@ -245,21 +214,17 @@ impl GraphBuilder {
             ));
         }
         let d = ta.dtype;
-        let allowed: &[DType] = match op {
-            BinaryOp::Add | BinaryOp::Sub | BinaryOp::Mul | BinaryOp::Div => {
-                &[DType::F32, DType::F64, DType::U8]
-            }
-            BinaryOp::And | BinaryOp::Or => &[DType::Bool],
-            _ => &DType::ALL,
-        };
-        if !allowed.contains(&d) {
+        let Some(out) = op.result_dtype(d, d) else {
+            let takes: Vec<DType> = DType::ALL
+                .into_iter()
+                .filter(|&t| op.result_dtype(t, t).is_some())
+                .collect();
             return Err(BuildError::dtype(
                 self.next_id(),
                 K,
-                format!("{op:?} needs {}, got {d}", dtypes(allowed)),
+                format!("{op:?} needs {}, got {d}", dtypes(&takes)),
             ));
-        }
-        let out = if op.is_comparison() { DType::Bool } else { d };
+        };
         Ok(self.push(
             NodeKind::Binary { op, a, b },
             TensorType {

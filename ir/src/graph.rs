@@ -75,6 +75,20 @@ pub enum BinaryOp {
 }
 
 impl BinaryOp {
+    /// The dtype of `op(a, b)` for operands of dtypes `a` and `b`, or `None` when the op does
+    /// not take them: both operands of one dtype; add, sub, mul and div on every dtype but
+    /// bool, and and or on bool only, min, max and the comparisons on every dtype. A
+    /// comparison gives bool, every other op its operands' dtype.
+    pub fn result_dtype(self, a: DType, b: DType) -> Option<DType> {
+        let takes = a == b
+            && match self {
+                BinaryOp::Add | BinaryOp::Sub | BinaryOp::Mul | BinaryOp::Div => a != DType::Bool,
+                BinaryOp::And | BinaryOp::Or => a == DType::Bool,
+                _ => true,
+            };
+        takes.then_some(if self.is_comparison() { DType::Bool } else { a })
+    }
+
     /// True for the six comparisons.
     pub fn is_comparison(self) -> bool {
         matches!(
@@ -418,6 +432,18 @@ impl Graph {
 }
 
 impl UnaryOp {
+    /// The dtype of `op(x)` for an operand of dtype `x`, or `None` when the op does not take
+    /// it: neg and abs every dtype but bool, sqrt f32 and f64 (each the operand's dtype);
+    /// is_nan and is_finite f32 and f64, not bool only (each giving bool).
+    pub fn result_dtype(self, x: DType) -> Option<DType> {
+        match self {
+            UnaryOp::Neg | UnaryOp::Abs => (x != DType::Bool).then_some(x),
+            UnaryOp::Sqrt => x.is_float().then_some(x),
+            UnaryOp::IsNan | UnaryOp::IsFinite => x.is_float().then_some(DType::Bool),
+            UnaryOp::Not => (x == DType::Bool).then_some(DType::Bool),
+        }
+    }
+
     /// All unary ops, in a fixed order.
     pub const ALL: [UnaryOp; 6] = [
         UnaryOp::Neg,

@@ -21,34 +21,10 @@ pub(crate) fn combine_params() -> [Type; 7] {
     [types::I64; 7]
 }
 
-/// Checks a scan or reduction kernel; returns the element dtype.
+/// Checks a scan or reduction kernel; returns the element dtype (see
+/// [`crate::validate::check_along`]).
 pub(crate) fn validate(kernel: &Kernel, axis: usize, op: ReduceOp) -> Result<DType, CodegenError> {
-    let bad = |m: String| Err(CodegenError::Lower(m));
-    if kernel.inputs.len() != 1 {
-        return bad(format!(
-            "scan/reduce takes one input, got {}",
-            kernel.inputs.len()
-        ));
-    }
-    let d = kernel.inputs[0];
-    if kernel.output != d {
-        return bad(format!(
-            "scan/reduce of {d} cannot output {}",
-            kernel.output
-        ));
-    }
-    if axis >= kernel.rank {
-        return bad(format!("axis {axis} out of range for rank {}", kernel.rank));
-    }
-    let ok = match op {
-        ReduceOp::Min | ReduceOp::Max => true,
-        ReduceOp::Sum => d != DType::Bool,
-        ReduceOp::Any | ReduceOp::All => d == DType::Bool,
-    };
-    if !ok {
-        return bad(format!("{op:?} does not accept {d}"));
-    }
-    Ok(d)
+    crate::validate::check_along(kernel, axis, op).map_err(CodegenError::Lower)
 }
 
 fn step(

@@ -38,9 +38,6 @@ fn bad(msg: impl Into<String>) -> CodegenError {
     CodegenError::Lower(msg.into())
 }
 
-/// Largest column or row offset accepted (a tensor never has more elements).
-const MAX_OFFSET: i64 = 1 << 40;
-
 /// Stages of at most this many instructions get their vector loop unrolled by two.
 const UNROLL_MAX_INSTS: usize = 16;
 
@@ -66,103 +63,9 @@ pub(crate) const EDGE_SHARED_MAX_INSTS: usize = 96;
 const CARRY_FIRST_MAX_INSTS: usize = 96;
 
 /// Checks that every stage of a stencil kernel is well typed, so that code generation
-/// never meets an inconsistent program.
+/// never meets an inconsistent program (see [`crate::validate::check_stencil`]).
 pub(crate) fn validate(kernel: &Kernel) -> Result<(), CodegenError> {
-    let KernelBody::Stencil { stages } = &kernel.body else {
-        return Err(bad("not a stencil kernel"));
-    };
-    if kernel.rank < 3 {
-        return Err(bad(format!("rank {} has no spatial axis", kernel.rank)));
-    }
-    let sr = kernel.rank - 2;
-    if stages.is_empty() {
-        return Err(bad("stencil kernel without stages"));
-    }
-    for (si, st) in stages.iter().enumerate() {
-        let e = |i: usize, m: String| bad(format!("stage {si}, value {i}: {m}"));
-        for (i, inst) in st.insts.iter().enumerate() {
-            let dt = |v: &crate::kernel::ValueId| -> Result<DType, CodegenError> {
-                let j = v.0 as usize;
-                if j >= i {
-                    return Err(e(i, format!("operand {j} is not an earlier value")));
-                }
-                Ok(st.insts[j].dtype)
-            };
-            let d = inst.dtype;
-            let ok = match &inst.op {
-                Op::Load {
-                    source,
-                    offset,
-                    border,
-                } => {
-                    let sd = match *source {
-                        Source::Input(n) => kernel.inputs.get(n as usize).copied(),
-                        Source::Stage(j) if (j as usize) < si => Some(stages[j as usize].dtype()),
-                        Source::Stage(_) => None,
-                    };
-                    let Some(sd) = sd else {
-                        return Err(e(i, format!("bad source {source:?}")));
-                    };
-                    if offset.len() != sr || offset.iter().any(|o| o.abs() > MAX_OFFSET) {
-                        return Err(e(i, format!("bad offset {offset:?} for {sr} spatial dims")));
-                    }
-                    if let Border::Constant(c) = border {
-                        if c.dtype() != sd {
-                            return Err(e(i, format!("border constant {c} on {sd} data")));
-                        }
-                    }
-                    sd == d
-                }
-                Op::InRange(offset) => {
-                    if offset.len() != sr || offset.iter().any(|o| o.abs() > MAX_OFFSET) {
-                        return Err(e(i, format!("bad offset {offset:?} for {sr} spatial dims")));
-                    }
-                    d == DType::Bool
-                }
-                Op::Const(c) => c.dtype() == d,
-                Op::Unary(op, x) => {
-                    let xd = dt(x)?;
-                    match op {
-                        UnaryOp::Neg | UnaryOp::Abs => xd != DType::Bool && d == xd,
-                        UnaryOp::Sqrt => xd.is_float() && d == xd,
-                        UnaryOp::IsNan | UnaryOp::IsFinite => xd.is_float() && d == DType::Bool,
-                        UnaryOp::Not => xd == DType::Bool && d == DType::Bool,
-                    }
-                }
-                Op::Binary(op, a, b) => {
-                    let (ad, bd) = (dt(a)?, dt(b)?);
-                    let allowed = match op {
-                        BinaryOp::Add | BinaryOp::Sub | BinaryOp::Mul | BinaryOp::Div => {
-                            ad != DType::Bool
-                        }
-                        BinaryOp::And | BinaryOp::Or => ad == DType::Bool,
-                        _ => true,
-                    };
-                    let out = if op.is_comparison() { DType::Bool } else { ad };
-                    allowed && ad == bd && d == out
-                }
-                Op::Select(c, a, b) => dt(c)? == DType::Bool && dt(a)? == d && dt(b)? == d,
-                Op::Cast(x) => {
-                    dt(x)?;
-                    true
-                }
-            };
-            if !ok {
-                return Err(e(i, format!("ill-typed {:?} as {d}", inst.op)));
-            }
-        }
-        if st.result.0 as usize >= st.insts.len() {
-            return Err(bad(format!("stage {si}: result out of range")));
-        }
-    }
-    let last = stages[stages.len() - 1].dtype();
-    if last != kernel.output {
-        return Err(bad(format!(
-            "output {} but last stage gives {last}",
-            kernel.output
-        )));
-    }
-    Ok(())
+    crate::validate::check_stencil(kernel).map_err(bad)
 }
 
 /// What code generation needs to know about one stage.

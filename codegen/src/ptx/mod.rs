@@ -22,9 +22,9 @@
 mod emit;
 pub mod ptxas;
 
-use kiln_ir::{BinaryOp, Border, DType, ReduceOp, UnaryOp};
+use kiln_ir::{BinaryOp, DType};
 
-use crate::kernel::{Kernel, KernelBody, Op, Source, Stage};
+use crate::kernel::{Kernel, KernelBody, Op};
 use crate::{CodegenError, CompileOptions};
 
 /// Threads per block for kernels with two or more spatial axes (x, y).
@@ -302,133 +302,9 @@ fn validate(kernel: &Kernel) -> Result<(), CodegenError> {
     }
     match &kernel.body {
         KernelBody::Scan { axis, op } | KernelBody::AxisReduce { axis, op } => {
-            if *axis >= r {
-                return Err(err(format!("axis {axis} out of range for rank {r}")));
-            }
-            if kernel.inputs.len() != 1 || kernel.inputs[0] != kernel.output {
-                return Err(err(format!(
-                    "scan/reduce needs one input of the output dtype, got {:?} -> {}",
-                    kernel.inputs, kernel.output
-                )));
-            }
-            check_reduce(*op, kernel.output)
+            crate::validate::check_along(kernel, *axis, *op).map(|_| ())
         }
-        KernelBody::Stencil { stages } => {
-            if stages.is_empty() {
-                return Err(err("stencil kernel without stages"));
-            }
-            let last = stages[stages.len() - 1]
-                .insts
-                .get(stages[stages.len() - 1].result.0 as usize);
-            if last.map(|i| i.dtype) != Some(kernel.output) {
-                return Err(err("last stage's dtype differs from the kernel output"));
-            }
-            for (si, st) in stages.iter().enumerate() {
-                validate_stage(kernel, stages, si, st)?;
-            }
-            Ok(())
-        }
+        KernelBody::Stencil { .. } => crate::validate::check_stencil(kernel),
     }
-}
-
-fn check_reduce(op: ReduceOp, d: DType) -> Result<(), CodegenError> {
-    if op.accepts(d) {
-        Ok(())
-    } else {
-        Err(err(format!("reduction {op:?} on {d}")))
-    }
-}
-
-fn validate_stage(
-    kernel: &Kernel,
-    stages: &[Stage],
-    si: usize,
-    st: &Stage,
-) -> Result<(), CodegenError> {
-    let d = kernel.rank - 2;
-    let at = |i: usize, msg: String| err(format!("stage {si} inst {i}: {msg}"));
-    if st.result.0 as usize >= st.insts.len() {
-        return Err(err(format!("stage {si}: result out of range")));
-    }
-    for (i, inst) in st.insts.iter().enumerate() {
-        let operand = |v: crate::kernel::ValueId| -> Result<DType, CodegenError> {
-            if (v.0 as usize) < i {
-                Ok(st.insts[v.0 as usize].dtype)
-            } else {
-                Err(at(i, format!("operand {} is not an earlier value", v.0)))
-            }
-        };
-        let t = inst.dtype;
-        match &inst.op {
-            Op::Load {
-                source,
-                offset,
-                border,
-            } => {
-                let sd = match *source {
-                    Source::Input(n) => kernel.inputs.get(n as usize).copied(),
-                    Source::Stage(s) if (s as usize) < si => Some(stages[s as usize].dtype()),
-                    Source::Stage(_) => None,
-                };
-                if sd != Some(t) {
-                    return Err(at(i, format!("load of {source:?} as {t}")));
-                }
-                if offset.len() != d {
-                    return Err(at(i, format!("offset {offset:?} for {d} spatial axes")));
-                }
-                if let Border::Constant(c) = border {
-                    if c.dtype() != t {
-                        return Err(at(i, format!("constant border {c} for {t}")));
-                    }
-                }
-            }
-            Op::InRange(o) => {
-                if o.len() != d || t != DType::Bool {
-                    return Err(at(i, format!("in_range {o:?} as {t}")));
-                }
-            }
-            Op::Const(c) => {
-                if c.dtype() != t {
-                    return Err(at(i, format!("constant {c} as {t}")));
-                }
-            }
-            Op::Unary(op, x) => {
-                let x = operand(*x)?;
-                let ok = match op {
-                    UnaryOp::Neg | UnaryOp::Abs => x != DType::Bool && t == x,
-                    UnaryOp::Sqrt => x.is_float() && t == x,
-                    UnaryOp::IsNan | UnaryOp::IsFinite => x.is_float() && t == DType::Bool,
-                    UnaryOp::Not => x == DType::Bool && t == DType::Bool,
-                };
-                if !ok {
-                    return Err(at(i, format!("{op:?} on {x} giving {t}")));
-                }
-            }
-            Op::Binary(op, a, b) => {
-                let (a, b) = (operand(*a)?, operand(*b)?);
-                let ok = a == b
-                    && match op {
-                        BinaryOp::Add | BinaryOp::Sub | BinaryOp::Mul | BinaryOp::Div => {
-                            a != DType::Bool
-                        }
-                        BinaryOp::And | BinaryOp::Or => a == DType::Bool,
-                        _ => true,
-                    }
-                    && t == if op.is_comparison() { DType::Bool } else { a };
-                if !ok {
-                    return Err(at(i, format!("{op:?} on {a}, {b} giving {t}")));
-                }
-            }
-            Op::Select(c, a, b) => {
-                let (c, a, b) = (operand(*c)?, operand(*a)?, operand(*b)?);
-                if c != DType::Bool || a != t || b != t {
-                    return Err(at(i, format!("select({c}, {a}, {b}) as {t}")));
-                }
-            }
-            Op::Cast(x) => {
-                operand(*x)?;
-            }
-        }
-    }
-    Ok(())
+    .map_err(err)
 }

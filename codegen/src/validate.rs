@@ -1,0 +1,125 @@
+//! Target-neutral checks of a kernel's form, run by every backend before it emits code, so
+//! that no renderer meets an inconsistent program: operands in order, sources that exist,
+//! offsets of the kernel's spatial rank, and every value typed by the IR's own rules
+//! ([`UnaryOp::result_dtype`](kiln_ir::UnaryOp::result_dtype),
+//! [`BinaryOp::result_dtype`](kiln_ir::BinaryOp::result_dtype),
+//! [`ReduceOp::accepts`]). Each check returns a message; a backend wraps it in its error.
+
+use kiln_ir::{Border, DType, ReduceOp};
+
+use crate::kernel::{Kernel, KernelBody, Op, Source, Stage, ValueId};
+
+/// Largest absolute column or row offset a load or an in-range test may use (a tensor never
+/// has more elements than this).
+pub const MAX_OFFSET: u64 = 1 << 40;
+
+/// Checks a stencil kernel: at least one stage and one spatial axis; in every stage, each
+/// value well typed from earlier values of its stage, inputs and earlier stages, and the
+/// result a value of the stage; the last stage's dtype the kernel's output dtype.
+pub fn check_stencil(kernel: &Kernel) -> Result<(), String> {
+    let KernelBody::Stencil { stages } = &kernel.body else {
+        return Err("not a stencil kernel".into());
+    };
+    if kernel.rank < 3 {
+        return Err(format!("rank {} has no spatial axis", kernel.rank));
+    }
+    let Some(last) = stages.last() else {
+        return Err("stencil kernel without stages".into());
+    };
+    for (si, st) in stages.iter().enumerate() {
+        if st.result.0 as usize >= st.insts.len() {
+            return Err(format!("stage {si}: result out of range"));
+        }
+        for i in 0..st.insts.len() {
+            check_value(kernel, &stages[..si], st, i)
+                .map_err(|m| format!("stage {si}, value {i}: {m}"))?;
+        }
+    }
+    if last.dtype() != kernel.output {
+        return Err(format!(
+            "output {} but the last stage gives {}",
+            kernel.output,
+            last.dtype()
+        ));
+    }
+    Ok(())
+}
+
+/// Checks value `i` of stage `st`, whose earlier stages are `earlier`.
+fn check_value(kernel: &Kernel, earlier: &[Stage], st: &Stage, i: usize) -> Result<(), String> {
+    let spatial = kernel.rank - 2;
+    let inst = &st.insts[i];
+    let d = inst.dtype;
+    let operand = |v: &ValueId| match st.insts.get(v.0 as usize) {
+        Some(x) if (v.0 as usize) < i => Ok(x.dtype),
+        _ => Err(format!("operand {} is not an earlier value", v.0)),
+    };
+    let check_offset = |offset: &[i64]| {
+        if offset.len() == spatial && offset.iter().all(|o| o.unsigned_abs() <= MAX_OFFSET) {
+            Ok(())
+        } else {
+            Err(format!("bad offset {offset:?} for {spatial} spatial dims"))
+        }
+    };
+    let typed = match &inst.op {
+        Op::Load {
+            source,
+            offset,
+            border,
+        } => {
+            let sd = match *source {
+                Source::Input(n) => kernel.inputs.get(n as usize).copied(),
+                Source::Stage(j) => earlier.get(j as usize).map(Stage::dtype),
+            }
+            .ok_or_else(|| format!("bad source {source:?}"))?;
+            check_offset(offset)?;
+            if let Border::Constant(c) = border {
+                if c.dtype() != sd {
+                    return Err(format!("border constant {c} on {sd} data"));
+                }
+            }
+            sd == d
+        }
+        Op::InRange(offset) => {
+            check_offset(offset)?;
+            d == DType::Bool
+        }
+        Op::Const(c) => c.dtype() == d,
+        Op::Unary(op, x) => op.result_dtype(operand(x)?) == Some(d),
+        Op::Binary(op, a, b) => op.result_dtype(operand(a)?, operand(b)?) == Some(d),
+        Op::Select(c, a, b) => operand(c)? == DType::Bool && operand(a)? == d && operand(b)? == d,
+        Op::Cast(x) => {
+            operand(x)?;
+            true
+        }
+    };
+    if typed {
+        Ok(())
+    } else {
+        Err(format!("ill-typed {:?} as {d}", inst.op))
+    }
+}
+
+/// Checks a scan or axis reduction kernel (`op` along `axis`): one input, of the output's
+/// dtype, which `op` accepts, and an axis of the kernel's rank. Returns the element dtype.
+pub fn check_along(kernel: &Kernel, axis: usize, op: ReduceOp) -> Result<DType, String> {
+    let [d] = kernel.inputs[..] else {
+        return Err(format!(
+            "scan/reduce takes one input, got {}",
+            kernel.inputs.len()
+        ));
+    };
+    if kernel.output != d {
+        return Err(format!(
+            "scan/reduce of {d} cannot output {}",
+            kernel.output
+        ));
+    }
+    if axis >= kernel.rank {
+        return Err(format!("axis {axis} out of range for rank {}", kernel.rank));
+    }
+    if !op.accepts(d) {
+        return Err(format!("{op:?} does not accept {d}"));
+    }
+    Ok(d)
+}
