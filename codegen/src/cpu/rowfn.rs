@@ -708,6 +708,16 @@ struct RowCtx {
     width_m1: Value,
 }
 
+/// One stage's program and what emitting it needs anywhere in a row function: its plan,
+/// the function's run-time row values, and the planted fault (tests of the fuzzer only).
+#[derive(Clone, Copy)]
+struct StageCode<'a> {
+    stage: &'a Stage,
+    plan: &'a StagePlan,
+    ctx: &'a RowCtx,
+    fault: Option<Fault>,
+}
+
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Path {
     /// One column, any stride; out-of-range columns possible: remap under the border
@@ -851,18 +861,20 @@ impl Frame {
 
 /// Emits instruction `i` of the stage at column `x` (four columns on the vector path) into
 /// `frame`, whose operands are already there.
-#[allow(clippy::too_many_arguments)]
 fn emit_at(
     em: &mut Em,
-    stage: &Stage,
-    plan: &StagePlan,
-    ctx: &RowCtx,
+    code: &StageCode,
     frame: &mut Frame,
     i: usize,
     x: Value,
     path: Path,
-    fault: Option<Fault>,
 ) -> Result<(), CodegenError> {
+    let StageCode {
+        stage,
+        plan,
+        ctx,
+        fault,
+    } = *code;
     let inst = &stage.insts[i];
     let mut kn: Option<bool> = None;
     em.raw_nan = plan.raw_nan[i];
@@ -1041,17 +1053,17 @@ fn emit_at(
 /// Emits one column (or four) of the stage program at column `x`; returns the plain result.
 fn body(
     b: &mut FunctionBuilder,
-    stage: &Stage,
-    plan: &StagePlan,
-    ctx: &RowCtx,
+    code: &StageCode,
     x: Value,
     path: Path,
-    fault: Option<Fault>,
 ) -> Result<Value, CodegenError> {
+    let StageCode {
+        stage, plan, fault, ..
+    } = *code;
     let mut em = Em::new(b, path != Path::Border, fault, plan.int_picks);
     let mut frame = Frame::new(stage.insts.len());
     for &i in &plan.order {
-        emit_at(&mut em, stage, plan, ctx, &mut frame, i, x, path, fault)?;
+        emit_at(&mut em, code, &mut frame, i, x, path)?;
     }
     let mut r = frame.get(&stage.result)?;
     Ok(em.result_value(&mut r, plan.raw_result))
@@ -1063,18 +1075,17 @@ fn body(
 /// that order); `store(b, u, value)` writes output vector `u` as soon as it is computed.
 /// Returns the plain values the next step carries (`sp.carry` moved by `sp.blocks`
 /// vectors).
-#[allow(clippy::too_many_arguments)]
 fn body_shared(
     b: &mut FunctionBuilder,
-    stage: &Stage,
-    plan: &StagePlan,
+    code: &StageCode,
     sp: &super::shift::ShiftPlan,
-    ctx: &RowCtx,
     x: Value,
     carried: &[Value],
-    fault: Option<Fault>,
     mut store: impl FnMut(&mut FunctionBuilder, usize, Value),
 ) -> Result<Vec<Value>, CodegenError> {
+    let StageCode {
+        stage, plan, fault, ..
+    } = *code;
     let mut em = Em::new(b, true, fault, plan.int_picks);
     let mut frames: BTreeMap<i64, (Value, Frame)> = BTreeMap::new();
     for (&(i, v), &val) in sp.carry.iter().zip(carried) {
@@ -1083,7 +1094,7 @@ fn body_shared(
     }
     for u in 0..sp.needs.len() {
         for at in sp.needed(u, &plan.order) {
-            ensure(&mut em, stage, plan, sp, ctx, &mut frames, x, at, fault)?;
+            ensure(&mut em, code, sp, &mut frames, x, at)?;
         }
         let mut r = frames
             .get(&(u as i64))
@@ -1095,27 +1106,23 @@ fn body_shared(
         store(em.b, u, p);
     }
     let ahead = sp.blocks as i64;
-    carried_values(&mut em, stage, plan, sp, ctx, &mut frames, x, ahead, fault)
+    carried_values(&mut em, code, sp, &mut frames, x, ahead)
 }
 
 /// The plain values of `sp.carry` at vectors moved by `ahead` from step `x`, computing what
 /// `frames` does not have yet: `ahead = 0` for the values a row's first step is given,
 /// `sp.blocks` for those a step hands to the next.
-#[allow(clippy::too_many_arguments)]
 fn carried_values(
     em: &mut Em,
-    stage: &Stage,
-    plan: &StagePlan,
+    code: &StageCode,
     sp: &super::shift::ShiftPlan,
-    ctx: &RowCtx,
     frames: &mut BTreeMap<i64, (Value, Frame)>,
     x: Value,
     ahead: i64,
-    fault: Option<Fault>,
 ) -> Result<Vec<Value>, CodegenError> {
     let mut out = Vec::with_capacity(sp.carry.len());
     for &(i, v) in &sp.carry {
-        ensure(em, stage, plan, sp, ctx, frames, x, (i, v + ahead), fault)?;
+        ensure(em, code, sp, frames, x, (i, v + ahead))?;
         let f = frames
             .get_mut(&(v + ahead))
             .ok_or_else(|| bad("carried value not computed"))?;
@@ -1143,18 +1150,15 @@ fn frame_at<'f>(
 
 /// Emits instruction `i` at vector `v` of a shared step and, first, whatever it needs that
 /// is not emitted yet (see `ShiftPlan::schedule`).
-#[allow(clippy::too_many_arguments)]
 fn ensure(
     em: &mut Em,
-    stage: &Stage,
-    plan: &StagePlan,
+    code: &StageCode,
     sp: &super::shift::ShiftPlan,
-    ctx: &RowCtx,
     frames: &mut BTreeMap<i64, (Value, Frame)>,
     x: Value,
     at: (usize, i64),
-    fault: Option<Fault>,
 ) -> Result<(), CodegenError> {
+    let StageCode { stage, .. } = *code;
     let n = stage.insts.len();
     let todo = sp.schedule(stage, at, |(i, v)| {
         frames.get(&v).is_some_and(|f| f.1.vals[i].is_some())
@@ -1184,7 +1188,7 @@ fn ensure(
             }
             None => {
                 if let Some((xv, f)) = frames.get_mut(&v) {
-                    emit_at(em, stage, plan, ctx, f, i, *xv, Path::Vector, fault)?;
+                    emit_at(em, code, f, i, *xv, Path::Vector)?;
                 }
             }
         }
@@ -1447,15 +1451,18 @@ pub(crate) fn build_rows(
     let edge_ok = edge_ok.map(|_| b.ins().stack_load(types::I64, types::I8, choice_slot, 1));
     let ctx = row_ctx(b, ptrs.clone(), &slot_strides, width, width_m1);
     let border = border.map(|bc| (bc, strides));
-    emit_row(
-        b,
+    let code = StageCode {
         stage,
         plan,
-        &ctx,
+        ctx: &ctx,
+        fault,
+    };
+    emit_row(
+        b,
+        code,
         RowChoices { vec_ok, edge_ok },
         out_r,
         out_stride,
-        fault,
         next,
         border,
     )?;
@@ -1537,7 +1544,13 @@ pub(crate) fn build_border(
     let ctx = row_ctx(b, ptrs, &slot_strides, width, width_m1);
     let (xlo, _) = interior(b, plan, width);
     let exit = b.create_block();
-    emit_border_loop(b, stage, plan, &ctx, out, out_stride, xlo, xs, fault, exit)?;
+    let code = StageCode {
+        stage,
+        plan,
+        ctx: &ctx,
+        fault,
+    };
+    emit_border_loop(b, &code, out, out_stride, xlo, xs, exit)?;
     b.switch_to_block(exit);
     b.ins().return_(&[]);
     Ok(())
@@ -1565,19 +1578,16 @@ fn interior(b: &mut FunctionBuilder, plan: &StagePlan, width: Value) -> (Value, 
 
 /// Emits the scalar loop over columns `[0, xlo)` then `[xs, W)` (remapping column indices),
 /// from the current block; jumps to `done`.
-#[allow(clippy::too_many_arguments)]
 fn emit_border_loop(
     b: &mut FunctionBuilder,
-    stage: &Stage,
-    plan: &StagePlan,
-    ctx: &RowCtx,
+    code: &StageCode,
     out: Value,
     out_stride: Value,
     xlo: Value,
     xs: Value,
-    fault: Option<Fault>,
     done: cranelift_codegen::ir::Block,
 ) -> Result<(), CodegenError> {
+    let StageCode { stage, ctx, .. } = *code;
     let i64t = types::I64;
     let width = ctx.width;
     let out_step = b.ins().imul_imm_s(out_stride, esize(stage.dtype()));
@@ -1591,7 +1601,7 @@ fn emit_border_loop(
 
     b.switch_to_block(border_blk);
     let x = b.block_params(border_blk)[0];
-    let v = body(b, stage, plan, ctx, x, Path::Border, fault)?;
+    let v = body(b, code, x, Path::Border)?;
     let off = b.ins().imul(x, out_step);
     let addr = b.ins().iadd(out, off);
     b.ins().store(mem(), v, addr, 0);
@@ -1614,19 +1624,21 @@ struct RowChoices {
 
 /// Emits one output row (border columns, vector interior, scalar tail) from the current
 /// block; jumps to `done` at the end.
-#[allow(clippy::too_many_arguments)]
 fn emit_row(
     b: &mut FunctionBuilder,
-    stage: &Stage,
-    plan: &StagePlan,
-    ctx: &RowCtx,
+    code: StageCode,
     choices: RowChoices,
     out: Value,
     out_stride: Value,
-    fault: Option<Fault>,
     done: cranelift_codegen::ir::Block,
     border: Option<(BorderCall, Value)>,
 ) -> Result<(), CodegenError> {
+    let StageCode {
+        stage,
+        plan,
+        ctx,
+        fault,
+    } = code;
     let i64t = types::I64;
     let out_d = stage.dtype();
     let (xlo, xhi) = interior(b, plan, ctx.width);
@@ -1675,7 +1687,7 @@ fn emit_row(
                     };
                     bytevec::body(b, stage, &byte_rows, x, edge)?
                 } else {
-                    body(b, stage, plan, ctx, x, path, fault)?
+                    body(b, &code, x, path)?
                 };
                 let off = b.ins().imul_imm_s(x, esize(out_d));
                 let addr = b.ins().iadd(out, off);
@@ -1797,7 +1809,7 @@ fn emit_row(
             } else {
                 let mut em = Em::new(b, true, fault, plan.int_picks);
                 let mut frames = BTreeMap::new();
-                carried_values(&mut em, stage, plan, sp, ctx, &mut frames, x, 0, fault)?
+                carried_values(&mut em, &code, sp, &mut frames, x, 0)?
             };
             for &v in &first {
                 let ty = b.func.dfg.value_type(v);
@@ -1860,7 +1872,7 @@ fn emit_row(
                     store,
                 )?
             } else {
-                body_shared(b, stage, plan, sp, ctx, x, &params[1..], fault, store)?
+                body_shared(b, &code, sp, x, &params[1..], store)?
             };
             let xn = b.ins().iadd_imm_s(x, block);
             let args: Vec<_> = std::iter::once(xn).chain(next).map(arg).collect();
@@ -1942,7 +1954,7 @@ fn emit_row(
             let val = if plan.bytes {
                 bytevec::body(b, stage, &byte_rows, x, Some(Side::Right))?
             } else {
-                body(b, stage, plan, ctx, x, Path::Edge(Side::Right, v), fault)?
+                body(b, &code, x, Path::Edge(Side::Right, v))?
             };
             let off = b.ins().imul_imm_s(x, esize(out_d));
             let addr = b.ins().iadd(out, off);
@@ -1971,6 +1983,6 @@ fn emit_row(
             b.ins().jump(done, &[]);
             Ok(())
         }
-        None => emit_border_loop(b, stage, plan, ctx, out, out_stride, xlo, xs, fault, done),
+        None => emit_border_loop(b, &code, out, out_stride, xlo, xs, done),
     }
 }
