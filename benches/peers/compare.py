@@ -436,6 +436,19 @@ _inputs = {}
 _kiln_out = {}
 
 
+def workload_input(row):
+    """The input of a kiln row, generated here and checked against kiln's checksum; the last
+    workload's is kept (its rows at every thread count come one after another)."""
+    key = (row["name"], tuple(row["shape"]))
+    if key not in _inputs:
+        _inputs.clear()
+        x = generate(row["dtype"], key[1], row["seed"])
+        if str(checksum(x)) != row["input_checksum"]:
+            print(f"!! {row['name']}: input checksum differs from kiln's: the generators disagree", file=sys.stderr)
+        _inputs[key] = x
+    return _inputs[key]
+
+
 def bench_peers(args, row, tmp, threads):
     """Times the peers on one kiln row (one workload at one thread count)."""
     name, t = row["name"], row["threads"]
@@ -444,17 +457,13 @@ def bench_peers(args, row, tmp, threads):
         return res
     shape = tuple(row["shape"])
     key = (name, shape)
-    if key not in _inputs:
-        _inputs.clear()
+    x = workload_input(row)
+    if key not in _kiln_out:
         _kiln_out.clear()
-        x = generate(row["dtype"], shape, row["seed"])
-        if str(checksum(x)) != row["input_checksum"]:
-            print(f"!! {name}: input checksum differs from kiln's: the generators disagree", file=sys.stderr)
-        _inputs[key] = x
         suffix = f"_{shape[-1]}" if args.sizes else ""
         path = os.path.join(tmp, f"{name}{suffix}.npy")
         _kiln_out[key] = np.load(path) if os.path.exists(path) else None
-    x, kout = _inputs[key], _kiln_out[key]
+    kout = _kiln_out[key]
     if cv2 is not None:
         cv2.setNumThreads(t)
     if torch is not None:
@@ -510,7 +519,6 @@ def kiln_once(args, row, tmp):
 
 def run_paired(args, results, tmp):
     """Times kiln and OpenCV alternately, args.paired rounds per row (see the module docs)."""
-    inputs = {}
     for res in results:
         row = res["kiln"]
         if row["status"] != "ok" or not res["peers"].get("opencv"):
@@ -519,11 +527,7 @@ def run_paired(args, results, tmp):
         fn = next((f for lib, f, _ in peers_for(name, window_size(row)) if lib == "opencv"), None)
         if fn is None:
             continue
-        key = (name, tuple(row["shape"]))
-        if key not in inputs:
-            inputs.clear()
-            inputs[key] = generate(row["dtype"], tuple(row["shape"]), row["seed"])
-        x = inputs[key]
+        x = workload_input(row)
         cv2.setNumThreads(t)
         kiln_ms, opencv_ms = [], []
         for r in range(args.paired):
