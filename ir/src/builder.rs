@@ -181,15 +181,7 @@ impl GraphBuilder {
         let tx = self.operand(x, K)?.clone();
         let d = tx.dtype;
         let Some(out) = op.result_dtype(d) else {
-            let takes: Vec<DType> = DType::ALL
-                .into_iter()
-                .filter(|&t| op.result_dtype(t).is_some())
-                .collect();
-            return Err(BuildError::dtype(
-                self.next_id(),
-                K,
-                format!("{op:?} needs {}, got {d}", dtypes(&takes)),
-            ));
+            return Err(self.op_dtype_error(K, &op, d, |t| op.result_dtype(t).is_some()));
         };
         Ok(self.push(
             NodeKind::Unary { op, x },
@@ -215,15 +207,7 @@ impl GraphBuilder {
         }
         let d = ta.dtype;
         let Some(out) = op.result_dtype(d, d) else {
-            let takes: Vec<DType> = DType::ALL
-                .into_iter()
-                .filter(|&t| op.result_dtype(t, t).is_some())
-                .collect();
-            return Err(BuildError::dtype(
-                self.next_id(),
-                K,
-                format!("{op:?} needs {}, got {d}", dtypes(&takes)),
-            ));
+            return Err(self.op_dtype_error(K, &op, d, |t| op.result_dtype(t, t).is_some()));
         };
         Ok(self.push(
             NodeKind::Binary { op, a, b },
@@ -392,6 +376,22 @@ impl GraphBuilder {
             },
             tx,
         ))
+    }
+
+    /// The error for `op` on operands of `d`, naming the dtypes it `takes`.
+    fn op_dtype_error(
+        &self,
+        kind: &'static str,
+        op: &dyn std::fmt::Debug,
+        d: DType,
+        takes: impl Fn(DType) -> bool,
+    ) -> BuildError {
+        let takes: Vec<DType> = DType::ALL.into_iter().filter(|&t| takes(t)).collect();
+        BuildError::dtype(
+            self.next_id(),
+            kind,
+            format!("{op:?} needs {}, got {d}", dtypes(&takes)),
+        )
     }
 
     fn check_reduce_dtype(
