@@ -1459,7 +1459,7 @@ pub(crate) fn build_rows(
     };
     emit_row(
         b,
-        code,
+        &code,
         RowChoices { vec_ok, edge_ok },
         out_r,
         out_stride,
@@ -1626,7 +1626,7 @@ struct RowChoices {
 /// block; jumps to `done` at the end.
 fn emit_row(
     b: &mut FunctionBuilder,
-    code: StageCode,
+    code: &StageCode,
     choices: RowChoices,
     out: Value,
     out_stride: Value,
@@ -1638,7 +1638,7 @@ fn emit_row(
         plan,
         ctx,
         fault,
-    } = code;
+    } = *code;
     let i64t = types::I64;
     let out_d = stage.dtype();
     let (xlo, xhi) = interior(b, plan, ctx.width);
@@ -1687,7 +1687,7 @@ fn emit_row(
                     };
                     bytevec::body(b, stage, &byte_rows, x, edge)?
                 } else {
-                    body(b, &code, x, path)?
+                    body(b, code, x, path)?
                 };
                 let off = b.ins().imul_imm_s(x, esize(out_d));
                 let addr = b.ins().iadd(out, off);
@@ -1809,7 +1809,7 @@ fn emit_row(
             } else {
                 let mut em = Em::new(b, true, fault, plan.int_picks);
                 let mut frames = BTreeMap::new();
-                carried_values(&mut em, &code, sp, &mut frames, x, 0)?
+                carried_values(&mut em, code, sp, &mut frames, x, 0)?
             };
             for &v in &first {
                 let ty = b.func.dfg.value_type(v);
@@ -1872,7 +1872,7 @@ fn emit_row(
                     store,
                 )?
             } else {
-                body_shared(b, &code, sp, x, &params[1..], store)?
+                body_shared(b, code, sp, x, &params[1..], store)?
             };
             let xn = b.ins().iadd_imm_s(x, block);
             let args: Vec<_> = std::iter::once(xn).chain(next).map(arg).collect();
@@ -1954,7 +1954,7 @@ fn emit_row(
             let val = if plan.bytes {
                 bytevec::body(b, stage, &byte_rows, x, Some(Side::Right))?
             } else {
-                body(b, &code, x, Path::Edge(Side::Right, v))?
+                body(b, code, x, Path::Edge(Side::Right, v))?
             };
             let off = b.ins().imul_imm_s(x, esize(out_d));
             let addr = b.ins().iadd(out, off);
@@ -1983,6 +1983,6 @@ fn emit_row(
             b.ins().jump(done, &[]);
             Ok(())
         }
-        None => emit_border_loop(b, &code, out, out_stride, xlo, xs, done),
+        None => emit_border_loop(b, code, out, out_stride, xlo, xs, done),
     }
 }
