@@ -310,7 +310,7 @@ pub(crate) fn plan(
     // 11.0–11.6 ms for 8 (with float picks 13.1, 13.0–13.4 and 13.9–14.0 ms).
     let min_blocks = if carry_values
         && ONE_VECTOR_LOOP_MIN_BLOCKS * n <= budget
-        && n <= super::rowfn::EDGE_SHARED_MAX_INSTS
+        && n <= super::schedule::EDGE_SHARED_MAX_INSTS
     {
         ONE_VECTOR_LOOP_MIN_BLOCKS
     } else {
