@@ -164,8 +164,9 @@ pub(super) fn emit_at(
     } = *code;
     let inst = &stage.insts[i];
     let mut kn: Option<bool> = None;
-    em.raw_nan = plan.raw_nan[i];
-    em.sign_clear = plan.sign_clear[i];
+    let facts = plan.facts[i];
+    em.raw_nan = facts.raw_nan;
+    em.sign_clear = facts.sign_clear;
     if let Some((v, k)) = fold_known(em, &inst.op, &frame.vals, &frame.known)? {
         frame.vals[i] = Some(v);
         frame.known[i] = k;
@@ -173,7 +174,7 @@ pub(super) fn emit_at(
     }
     let v = match &inst.op {
         Op::Load { offset, border, .. } => {
-            let s = plan.slot_of[i].ok_or_else(|| bad("load without slot"))?;
+            let s = facts.slot.ok_or_else(|| bad("load without slot"))?;
             let dx = *offset.last().expect("validated offset");
             let d = inst.dtype;
             let ty = em.ty(d);
@@ -240,7 +241,7 @@ pub(super) fn emit_at(
         }
         Op::InRange(offset) => {
             let dx = *offset.last().expect("validated offset");
-            let outer = plan.slot_of[i].map(|s| ctx.flag[s]);
+            let outer = facts.slot.map(|s| ctx.flag[s]);
             let r = match path {
                 Path::Border => {
                     let j = em.b.ins().iadd_imm_s(x, dx);
@@ -294,7 +295,7 @@ pub(super) fn emit_at(
             frame.put(a, va);
             r
         }
-        Op::Binary(op @ (BinaryOp::Min | BinaryOp::Max), a, c) if plan.plain_pick[i] => {
+        Op::Binary(op @ (BinaryOp::Min | BinaryOp::Max), a, c) if facts.plain_pick => {
             let (mut va, mut vc) = (frame.get(a)?, frame.get(c)?);
             let r = em.plain_pick(*op == BinaryOp::Max, &mut va, &mut vc);
             frame.put(a, va);
@@ -307,9 +308,9 @@ pub(super) fn emit_at(
                 *op,
                 &mut va,
                 &mut vc,
-                plan.swapped[i],
-                !plan.unmasked[i],
-                plan.tree[i],
+                facts.swapped,
+                !facts.unmasked,
+                facts.tree,
             )?;
             frame.put(a, va);
             frame.put(c, vc);

@@ -13,6 +13,7 @@ mod clean;
 mod colbody;
 mod dual;
 mod edge;
+mod facts;
 mod jit;
 mod nanguard;
 mod plan;

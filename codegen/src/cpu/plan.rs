@@ -13,18 +13,16 @@ use std::collections::HashMap;
 use kiln_ir::{BinaryOp, DType, UnaryOp};
 
 use super::edge::{self, Side};
-use super::rawnan::raw_nan;
+use super::facts::{analyse, InstFacts};
 use super::rawresult::raw_result;
 use super::rowfn::bad;
 use super::schedule::{
     CARRY_FIRST_MAX_INSTS, EDGE_SHARED_MAX_INSTS, SPLIT_BORDER_INSTS, SPLIT_BORDER_NARROW_INSTS,
     SPLIT_BORDER_NARROW_SPAN,
 };
-use super::signclear::sign_clear;
-use super::treeform::tree_form;
 use super::{RowSlot, SlotKind};
 use crate::kernel::{Kernel, KernelBody, Op, Stage};
-use crate::{CodegenError, Fault};
+use crate::CodegenError;
 
 /// What code generation needs to know about one stage.
 pub(crate) struct StagePlan {
@@ -32,8 +30,8 @@ pub(crate) struct StagePlan {
     pub(crate) slots: Vec<RowSlot>,
     /// Dtype of each `Row` slot's elements (`Bool` for `OuterInRange`).
     pub(super) slot_dtype: Vec<DType>,
-    /// Per instruction: its slot (loads; in-range tests with an outer offset).
-    pub(super) slot_of: Vec<Option<usize>>,
+    /// Per instruction: what the analyses found (see `facts`).
+    pub(crate) facts: Vec<InstFacts>,
     /// Smallest and largest column offset (both include 0).
     pub(super) min_dx: i64,
     pub(super) max_dx: i64,
@@ -41,29 +39,13 @@ pub(crate) struct StagePlan {
     pub(super) vectorisable: bool,
     /// Whether the interior can run on `I8X16` (every value u8 or bool, see `bytevec`).
     pub(super) bytes: bool,
-    /// Per instruction: min/max exchanged (the planted comparator fault).
-    pub(super) swapped: Vec<bool>,
-    /// Per instruction: a float min/max under a dominating NaN guard, computed without its
-    /// NaN mask (see `nanguard`).
-    pub(super) unmasked: Vec<bool>,
-    /// Per instruction: a float min/max computed in compare form (see [`tree_form`]).
-    pub(super) tree: Vec<bool>,
-    /// Per instruction: a float min/max of clean values, one plain pick (only in the clean
-    /// kernel, see `clean`).
-    pub(super) plain_pick: Vec<bool>,
     /// Emission order of the instructions (see [`emit_order`]).
     pub(super) order: Vec<usize>,
     /// Work shared between neighbouring columns on the `F32X4` interior (see `shift`).
     pub(super) shift: Option<super::shift::ShiftPlan>,
-    /// Per instruction: float arithmetic whose NaN results need not be canonical (see
-    /// [`raw_nan`]).
-    pub(super) raw_nan: Vec<bool>,
     /// Plain picks of f32 vectors are integer picks (the specialisation for clean inputs
     /// with clear sign bits, see `Em::int_picks`).
     pub(super) int_picks: bool,
-    /// Per instruction: a float value that is a NaN or has a clear sign bit (see
-    /// [`sign_clear`]).
-    pub(super) sign_clear: Vec<bool>,
     /// The stage's result may be stored with a NaN as the hardware gives it (see
     /// [`raw_result`]).
     pub(crate) raw_result: bool,
@@ -147,17 +129,18 @@ impl StagePlan {
                 SlotKind::OuterInRange => format!("in_range@{:?}", s.outer_offset),
             })
             .collect();
-        let unmasked = self.unmasked.iter().filter(|&&u| u).count();
-        let tree = self.tree.iter().filter(|&&u| u).count();
-        let raw = self.raw_nan.iter().filter(|&&u| u).count();
+        let count = |f: fn(&InstFacts) -> bool| self.facts.iter().filter(|&x| f(x)).count();
+        let unmasked = count(|f| f.unmasked);
+        let tree = count(|f| f.tree);
+        let raw = count(|f| f.raw_nan);
         // Arithmetic whose NaN is canonicalised by one unsigned minimum (see `sign_clear`).
         let by_min = stage
             .insts
             .iter()
             .enumerate()
             .filter(|&(i, inst)| {
-                self.sign_clear[i]
-                    && !self.raw_nan[i]
+                self.facts[i].sign_clear
+                    && !self.facts[i].raw_nan
                     && inst.dtype == DType::F32
                     && matches!(
                         inst.op,
@@ -311,43 +294,13 @@ pub(crate) fn plan_stage(
             _ => {}
         }
     }
-    let mut swapped = vec![false; stage.insts.len()];
-    if fault == Some(Fault::SwapComparator) {
-        // First (in instruction order of the later half) min/max pair over the same operands.
-        let mut seen: HashMap<(bool, u32, u32), usize> = HashMap::new();
-        for (i, inst) in stage.insts.iter().enumerate() {
-            let (is_max, a, b) = match inst.op {
-                Op::Binary(BinaryOp::Min, a, b) => (false, a.0, b.0),
-                Op::Binary(BinaryOp::Max, a, b) => (true, a.0, b.0),
-                _ => continue,
-            };
-            let key = (a.min(b), a.max(b));
-            if let Some(&j) = seen.get(&(!is_max, key.0, key.1)) {
-                swapped[i] = true;
-                swapped[j] = true;
-                break;
-            }
-            seen.entry((is_max, key.0, key.1)).or_insert(i);
-        }
+    let mut facts = analyse(stage, fault, plain_pick);
+    for (f, slot) in facts.iter_mut().zip(slot_of) {
+        f.slot = slot;
     }
-    let unmasked = if fault.is_some() {
-        vec![false; stage.insts.len()]
-    } else {
-        super::nanguard::unmasked(stage)
-    };
     let bytes = !vectorisable && super::bytevec::supported(stage);
-    let tree = tree_form(stage);
-    let plain_pick: Vec<bool> = match plain_pick {
-        Some(p) if p.len() == stage.insts.len() => p.to_vec(),
-        _ => vec![false; stage.insts.len()],
-    };
     // Integer picks only replace plain picks, and not under a planted fault.
     let int_picks = int_picks && fault.is_none();
-    let raw_nan = if fault.is_some() {
-        vec![false; stage.insts.len()]
-    } else {
-        raw_nan(stage)
-    };
     let small_budget = step_budget <= super::shift::STEP_CODE_BUDGET;
     let carry =
         !options.no_carried_values && (!small_budget || stage.insts.len() <= CARRY_FIRST_MAX_INSTS);
@@ -361,16 +314,14 @@ pub(crate) fn plan_stage(
     let shift = match lanes {
         Some(_) if big_bytes_first => None,
         Some(lanes) if share_columns => {
-            let flags: Vec<[bool; 5]> = (0..stage.insts.len())
-                .map(|i| [unmasked[i], tree[i], swapped[i], raw_nan[i], plain_pick[i]])
-                .collect();
+            let flags: Vec<[bool; 5]> = facts.iter().map(InstFacts::codegen_flags).collect();
             super::shift::plan(stage, &flags, step_budget, carry, lanes)
         }
         _ => None,
     };
     let raw_result = fault.is_none() && raw_result(stages, si);
     let row_window = if vectorisable || bytes {
-        super::rowblock::detect(stage, &slots, &slot_of, &plain_pick, int_picks, fault)
+        super::rowblock::detect(stage, &slots, &facts, int_picks, fault)
     } else {
         None
     };
@@ -423,21 +374,15 @@ pub(crate) fn plan_stage(
         budget_limited,
         row_window,
         shift,
-        raw_nan,
-        sign_clear: sign_clear(stage),
         int_picks,
         raw_result,
         slots,
         slot_dtype,
-        slot_of,
+        facts,
         min_dx,
         max_dx,
         vectorisable,
         bytes,
-        swapped,
-        unmasked,
-        tree,
-        plain_pick,
         order: emit_order(stage),
     };
     // Not for big unshared stages, whose border columns are in a function of their own

@@ -129,10 +129,9 @@ pub(super) fn emit_row(
     // when `edge_ok` holds.
     let edge_ok = choices.edge_ok;
     let byte_rows = bytevec::Rows {
-        slot_of: &plan.slot_of,
+        facts: &plan.facts,
         ptr: &ctx.ptr,
         flag: &ctx.flag,
-        swapped: &plan.swapped,
         width: ctx.width,
     };
 
