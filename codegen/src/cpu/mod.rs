@@ -30,6 +30,7 @@ mod treeform;
 mod values;
 
 pub use clean::{clean_f32, clean_f64, clean_kernel, f32_purity, Purity};
+pub use schedule::row_schedules;
 pub use shift::STEP_CODE_BUDGET;
 
 use std::fmt::Write as _;

@@ -17,8 +17,9 @@ use super::facts::{analyse, InstFacts};
 use super::rawresult::raw_result;
 use super::rowfn::bad;
 use super::schedule::{
-    CARRY_FIRST_MAX_INSTS, EDGE_SHARED_MAX_INSTS, SPLIT_BORDER_INSTS, SPLIT_BORDER_NARROW_INSTS,
-    SPLIT_BORDER_NARROW_SPAN,
+    BorderColumns, Interior, RowSchedule, Tail, CARRY_FIRST_MAX_INSTS, EDGE_SHARED_MAX_INSTS,
+    ONE_VECTOR_LOOP_MIN_BLOCKS, SPLIT_BORDER_INSTS, SPLIT_BORDER_NARROW_INSTS,
+    SPLIT_BORDER_NARROW_SPAN, UNROLL_MAX_INSTS,
 };
 use super::{RowSlot, SlotKind};
 use crate::kernel::{Kernel, KernelBody, Op, Stage};
@@ -63,7 +64,7 @@ pub(crate) struct StagePlan {
 
 impl StagePlan {
     /// Columns per vector step of the interior, when it is vectorised.
-    pub(super) fn lanes(&self) -> Option<i64> {
+    pub(crate) fn lanes(&self) -> Option<i64> {
         vector_lanes(self.vectorisable, self.bytes)
     }
 
@@ -90,6 +91,48 @@ impl StagePlan {
             .as_ref()
             .map_or(0, |w| 12 * (w.rows + w.len) * (2 * n + maxes) / (2 * n));
         (n + maxes / 2) * steps + block
+    }
+
+    /// How the stage's rows are computed (see [`RowSchedule`]), as `rowwalk` emits them.
+    pub(crate) fn row_schedule(&self, stage: &Stage) -> RowSchedule {
+        let lanes = self.lanes();
+        // The one-vector loop: for every vectorised stage but big shared `F32X4` ones
+        // without edge vectors (whose leftover columns, fewer than a step's reach past the
+        // row's end, run scalar instead, for compile time). On the byte path a shared step
+        // reads up to 16 columns past its last vector: left to the scalar loop, a 5x5
+        // median's rows ended in about 14 scalar columns, which took half the kernel's
+        // time.
+        let one_vector = self.bytes
+            || self.edge_vectors > 0
+            || self
+                .shift
+                .as_ref()
+                .is_none_or(|sp| sp.blocks >= ONE_VECTOR_LOOP_MIN_BLOCKS);
+        let interior = match (&self.shift, &self.row_window) {
+            _ if lanes.is_none() => Interior::Scalar,
+            (Some(sp), _) => Interior::Shared {
+                blocks: sp.blocks,
+                carried: sp.carry.len(),
+            },
+            (None, Some(w)) => Interior::RowBlock { rows: w.rows },
+            (None, None) if stage.insts.len() <= UNROLL_MAX_INSTS => Interior::Unrolled,
+            (None, None) => Interior::Plain,
+        };
+        RowSchedule {
+            lanes,
+            edge_vectors: self.edge_vectors,
+            interior,
+            tail: match lanes {
+                None => Tail::None,
+                Some(_) if one_vector => Tail::OneVectorLoop,
+                Some(_) => Tail::RedoneStep,
+            },
+            border: if split_border(self, stage) {
+                BorderColumns::SplitFunction
+            } else {
+                BorderColumns::Inline
+            },
+        }
     }
 
     /// Whether wide enough rows run edge vectors instead of scalar border columns.
@@ -236,7 +279,7 @@ pub(crate) fn plan_stage(
     let share_columns = !options.no_column_sharing;
     let step_budget = options
         .step_code_budget
-        .unwrap_or(super::shift::STEP_CODE_BUDGET);
+        .unwrap_or(super::schedule::STEP_CODE_BUDGET);
     let stage = &stages[si];
     let sr = kernel.rank - 2;
     let mut slots = Vec::new();
@@ -301,7 +344,7 @@ pub(crate) fn plan_stage(
     let bytes = !vectorisable && super::bytevec::supported(stage);
     // Integer picks only replace plain picks, and not under a planted fault.
     let int_picks = int_picks && fault.is_none();
-    let small_budget = step_budget <= super::shift::STEP_CODE_BUDGET;
+    let small_budget = step_budget <= super::schedule::STEP_CODE_BUDGET;
     let carry =
         !options.no_carried_values && (!small_budget || stage.insts.len() <= CARRY_FIRST_MAX_INSTS);
     // Shared steps on either vector path (the byte path's codegen choices are per
@@ -341,7 +384,7 @@ pub(crate) fn plan_stage(
         && k > 0
         && (min_dx < 0 || max_dx > 0)
         && shift.as_ref().is_none_or(|sp| {
-            (sp.blocks >= super::shift::ONE_VECTOR_LOOP_MIN_BLOCKS
+            (sp.blocks >= super::schedule::ONE_VECTOR_LOOP_MIN_BLOCKS
                 && stage.insts.len() <= EDGE_SHARED_MAX_INSTS)
                 // Shared stages in the background compile, big ones included (the first
                 // compile runs their border columns in the split-off scalar function):

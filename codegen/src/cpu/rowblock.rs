@@ -40,8 +40,7 @@ use super::{RowSlot, SlotKind};
 use crate::kernel::{Op, Stage};
 use crate::Fault;
 
-/// Output rows per block (at most the window's length).
-pub(crate) const BLOCK_ROWS: usize = 8;
+use super::schedule::BLOCK_ROWS;
 
 /// A stage that is a min or max window along the run axis (see the module docs).
 #[derive(Clone, Debug)]

@@ -18,7 +18,7 @@ use super::edge::Side;
 use super::esize;
 use super::plan::StagePlan;
 use super::rowfn::{bad, BorderCall, Path, RowCtx, StageCode};
-use super::schedule::UNROLL_MAX_INSTS;
+use super::schedule::{Interior, Tail};
 use super::sharedbody::{body_shared, carried_values};
 use super::values::{arg, mem, Em};
 use crate::CodegenError;
@@ -108,6 +108,7 @@ pub(super) fn emit_row(
     } = *code;
     let i64t = types::I64;
     let out_d = stage.dtype();
+    let sched = plan.row_schedule(stage);
     let (xlo, xhi) = interior(b, plan, ctx.width);
     let lanes_or_1 = plan.lanes().unwrap_or(1);
     let narrow = {
@@ -212,18 +213,8 @@ pub(super) fn emit_row(
             }
             Ok(())
         };
-        // The one-vector loop: for every vectorised stage but big shared `F32X4` ones
-        // without edge vectors (whose leftover columns, fewer than a step's reach past the
-        // row's end, run scalar instead, for compile time). On the byte path a shared step
-        // reads up to 16 columns past its last vector: left to the scalar loop, a 5x5
-        // median's rows ended in about 14 scalar columns, which took half the kernel's
-        // time.
-        let one_vector = plan.bytes
-            || plan.edge_vectors > 0
-            || plan
-                .shift
-                .as_ref()
-                .is_none_or(|sp| sp.blocks >= super::shift::ONE_VECTOR_LOOP_MIN_BLOCKS);
+        // The one-vector loop (see `StagePlan::row_schedule`).
+        let one_vector = sched.tail == Tail::OneVectorLoop;
         let vec_hdr = one_vector.then(|| {
             let blk = b.create_block();
             b.append_block_param(blk, i64t);
@@ -344,7 +335,7 @@ pub(super) fn emit_row(
             let args: Vec<_> = std::iter::once(xn).chain(next).map(arg).collect();
             b.ins().jump(wide_hdr, &args);
         } else if let Some(vec_hdr) = vec_hdr {
-            if stage.insts.len() <= UNROLL_MAX_INSTS && plan.row_window.is_none() {
+            if sched.interior == Interior::Unrolled {
                 // Small stages: two vectors per step first (more independent work per loop
                 // iteration), then the one-vector loop for the rest.
                 let hdr2 = b.create_block();
