@@ -77,6 +77,10 @@ pub fn run(a: DumpArgs) -> Result<ExitCode, CliError> {
         };
         let cpu = kiln::codegen::cpu::compile(&kernel, &options)?;
         println!("== kernel {i} CPU plan\n{}", cpu.describe());
+        let schedules = kiln::codegen::cpu::row_schedules(&kernel, &options)?;
+        if !schedules.is_empty() {
+            println!("== kernel {i} CPU row schedule\n{}\n", schedules.join("\n"));
+        }
         if let Some(clean) = kiln::codegen::cpu::compile_clean(&kernel, &options)? {
             println!(
                 "== kernel {i} CPU plan for clean inputs (no NaN, infinity or -0)\n{}",

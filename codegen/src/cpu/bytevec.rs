@@ -114,17 +114,16 @@ impl Em<'_, '_> {
     }
 }
 
-/// What the byte path reads: per-slot row pointers and in-range bytes, the slot of each
-/// load and outer in-range test, and the planted comparator fault's swaps.
+/// What the byte path reads: per-slot row pointers and in-range bytes, and the stage's
+/// per-instruction facts (the slot of each load and outer in-range test, the planted
+/// comparator fault's swaps).
 pub(crate) struct Rows<'a> {
-    /// Slot per instruction (loads; in-range tests with an outer offset).
-    pub(crate) slot_of: &'a [Option<usize>],
+    /// Facts per instruction (see `facts`).
+    pub(crate) facts: &'a [super::facts::InstFacts],
     /// Row pointer per slot.
     pub(crate) ptr: &'a [Value],
     /// In-range byte per slot (`OuterInRange` slots).
     pub(crate) flag: &'a [Value],
-    /// Min and max exchanged (the planted fault).
-    pub(crate) swapped: &'a [bool],
     /// The row's width in columns (edge vectors load from its right end).
     pub(crate) width: Value,
 }
@@ -172,7 +171,7 @@ fn emit_inst(
     let inst = &stage.insts[i];
     let v = match &inst.op {
         Op::Load { offset, border, .. } => {
-            let s = rows.slot_of[i].ok_or_else(|| bad("load without slot"))?;
+            let s = rows.facts[i].slot.ok_or_else(|| bad("load without slot"))?;
             let dx = *offset.last().expect("validated offset");
             let sources = match edge {
                 Some(side) => {
@@ -203,7 +202,9 @@ fn emit_inst(
         }
         Op::InRange(offset) => {
             let dx = *offset.last().expect("validated offset");
-            let outer = rows.slot_of[i].map(|s| em.b.ins().splat(types::I8X16, rows.flag[s]));
+            let outer = rows.facts[i]
+                .slot
+                .map(|s| em.b.ins().splat(types::I8X16, rows.flag[s]));
             // In an edge vector, the lanes whose column is outside the row.
             let lanes = edge
                 .map(|side| Shape::BYTES.in_range_lanes(side, 0, dx))
@@ -251,7 +252,7 @@ fn emit_inst(
             let (ai, ci) = (a.0 as usize, c.0 as usize);
             let (mut va, mut vc) = (get(vals, ai)?, get(vals, ci)?);
             let d = stage.insts[ai].dtype;
-            let op = match (rows.swapped[i], *op) {
+            let op = match (rows.facts[i].swapped, *op) {
                 (true, BinaryOp::Min) => BinaryOp::Max,
                 (true, BinaryOp::Max) => BinaryOp::Min,
                 (_, op) => op,

@@ -10,16 +10,27 @@
 mod along;
 mod bytevec;
 mod clean;
+mod colbody;
 mod dual;
 mod edge;
+mod facts;
 mod jit;
 mod nanguard;
+mod plan;
+mod rawnan;
+mod rawresult;
 mod rowblock;
 mod rowfn;
+mod rowwalk;
+mod schedule;
+mod sharedbody;
 mod shift;
+mod signclear;
+mod treeform;
 mod values;
 
 pub use clean::{clean_f32, clean_f64, clean_kernel, f32_purity, Purity};
+pub use schedule::row_schedules;
 pub use shift::STEP_CODE_BUDGET;
 
 use std::fmt::Write as _;

@@ -34,13 +34,13 @@ use cranelift_codegen::ir::{types, InstBuilder, Value};
 use cranelift_frontend::FunctionBuilder;
 use kiln_ir::{BinaryOp, DType};
 
+use super::facts::InstFacts;
 use super::values::{arg, mem, Em, Val};
 use super::{RowSlot, SlotKind};
 use crate::kernel::{Op, Stage};
 use crate::Fault;
 
-/// Output rows per block (at most the window's length).
-pub(crate) const BLOCK_ROWS: usize = 8;
+use super::schedule::BLOCK_ROWS;
 
 /// A stage that is a min or max window along the run axis (see the module docs).
 #[derive(Clone, Debug)]
@@ -68,13 +68,11 @@ pub(crate) struct RowWindow {
 /// min, max, `and` or `or`, whose operands, through instructions of the same op only, are
 /// loads at column offset 0 of `Row` slots of one source, at the same outer offsets except
 /// along the run axis (the last one), covering a contiguous range of at least two rows.
-/// `slot_of` maps load instructions to slots; `plain_pick` marks the clean kernel's plain
-/// picks. `None` under a planted comparator swap (which the row-by-row path applies).
+/// `facts` gives each load's slot and marks the clean kernel's plain picks. `None` under a planted comparator swap (which the row-by-row path applies).
 pub(crate) fn detect(
     stage: &Stage,
     slots: &[RowSlot],
-    slot_of: &[Option<usize>],
-    plain_pick: &[bool],
+    facts: &[InstFacts],
     int_picks: bool,
     fault: Option<Fault>,
 ) -> Option<RowWindow> {
@@ -105,12 +103,12 @@ pub(crate) fn detect(
         }
         match &inst.op {
             Op::Binary(o, a, b) if *o == op => {
-                plain &= bytes || plain_pick.get(i).copied().unwrap_or(false);
+                plain &= bytes || facts.get(i).is_some_and(|f| f.plain_pick);
                 stack.push(a.0 as usize);
                 stack.push(b.0 as usize);
             }
             Op::Load { offset, .. } if offset.last() == Some(&0) => {
-                leaves.push(slot_of.get(i).copied().flatten()?);
+                leaves.push(facts.get(i).and_then(|f| f.slot)?);
             }
             _ => return None,
         }

@@ -23,20 +23,8 @@ use kiln_ir::{BinaryOp, Border, DType, Scalar, UnaryOp};
 
 use crate::kernel::{Op, Source, Stage};
 
-/// Output vectors per loop step of the shared vector loop, to choose from.
-const STEP_CHOICES: [usize; 3] = [2, 4, 8];
-
-/// Most instructions (stage size times output vectors per step) a step's code may have,
-/// beyond the smallest step (Cranelift's compile time grows with function size). The
-/// default of [`crate::CompileOptions::step_code_budget`].
-pub const STEP_CODE_BUDGET: usize = 700;
-
-/// Steps of this many vectors keep the one-vector loop for leftover columns (smaller steps
-/// are taken by big stages, whose leftover columns run scalar, for compile time).
-pub(crate) const ONE_VECTOR_LOOP_MIN_BLOCKS: usize = 4;
-
-/// Instructions of loop control and output addressing per step, in the step choice.
-const STEP_CONTROL: usize = 8;
+pub use super::schedule::STEP_CODE_BUDGET;
+use super::schedule::{ONE_VECTOR_LOOP_MIN_BLOCKS, STEP_CHOICES, STEP_CONTROL};
 
 /// The class of an instruction's program, up to a column shift.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -310,7 +298,7 @@ pub(crate) fn plan(
     // 11.0–11.6 ms for 8 (with float picks 13.1, 13.0–13.4 and 13.9–14.0 ms).
     let min_blocks = if carry_values
         && ONE_VECTOR_LOOP_MIN_BLOCKS * n <= budget
-        && n <= super::rowfn::EDGE_SHARED_MAX_INSTS
+        && n <= super::schedule::EDGE_SHARED_MAX_INSTS
     {
         ONE_VECTOR_LOOP_MIN_BLOCKS
     } else {

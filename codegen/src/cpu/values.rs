@@ -93,10 +93,10 @@ pub(crate) struct Em<'a, 'b> {
     pub(crate) fault: Option<Fault>,
     /// Leave NaN results of float arithmetic as the hardware gives them (the instruction
     /// being emitted only feeds users whose results do not depend on a NaN's bits, see
-    /// `rowfn::raw_nan`).
+    /// `rawnan::raw_nan`).
     pub(crate) raw_nan: bool,
     /// The float arithmetic being emitted gives a NaN or a value with a clear sign bit
-    /// (`+0..=+inf`, see `rowfn::sign_clear`): its NaN is canonicalised with one unsigned
+    /// (`+0..=+inf`, see `signclear::sign_clear`): its NaN is canonicalised with one unsigned
     /// minimum of the bits on the vector path.
     pub(crate) sign_clear: bool,
     /// Plain picks of f32 vectors are integer minima/maxima of the bits (`pminsd`/`pmaxsd`):
@@ -379,7 +379,7 @@ impl<'a, 'b> Em<'a, 'b> {
     }
 
     /// The value a stage stores as its result: the plain form, except that with `raw` (see
-    /// `rowfn::raw_result`) a min/max tree's value is stored with its NaN not canonicalised.
+    /// `rawresult::raw_result`) a min/max tree's value is stored with its NaN not canonicalised.
     pub(crate) fn result_value(&mut self, v: &mut Val, raw: bool) -> Value {
         match v.tree {
             Some(t) if raw && v.plain.is_none() => {
