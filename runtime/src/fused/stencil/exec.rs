@@ -51,7 +51,6 @@ pub(super) struct RunBufs {
 }
 
 impl Job<'_> {
-    /// Writes the outer coordinates (`b, c, s1..s_{d-1}`) of flat row `row` into `oc`.
     /// Bytes between consecutive scratch rows of stage `k`: its row rounded up to an odd
     /// number of 64-byte lines, so that the rows a later stage reads together (and the
     /// output rows it writes) do not all share their address bits below 4 KiB. With a pitch
@@ -63,6 +62,7 @@ impl Job<'_> {
         64 * (lines | 1)
     }
 
+    /// Writes the outer coordinates (`b, c, s1..s_{d-1}`) of flat row `row` into `oc`.
     pub(super) fn decode(&self, mut row: usize, oc: &mut [usize]) {
         for k in (0..oc.len()).rev() {
             oc[k] = row % self.shape[k];
@@ -131,9 +131,19 @@ impl Job<'_> {
         }
     }
 
-    /// [`Job::block`] with the row functions of `code` (the kernel's stages or a
-    /// specialisation); with `check`, checks that the input rows each computation read are
-    /// at least that pure, and returns `Err` with the purity found at the first that is
+    /// Computes rows `r0..r1` of the last stage (and what it needs of earlier stages) with
+    /// the row functions of `code` (the kernel's stages or a guarded variant's). `pool`
+    /// holds scratch buffers from earlier blocks, reused without clearing (every scratch
+    /// row is written before it is read).
+    ///
+    /// Output rows go in chunks of [`Job::chunk_rows`]. Before a chunk, each earlier stage
+    /// computes the rows that this chunk is the first to need, in stage order, into a ring
+    /// of scratch rows that holds every row still to be read: row `i` of a stage's needed
+    /// rows lives in ring slot `i % ring`. So the rows a stage reads were written moments
+    /// before, and stay in cache, however many stages the kernel chains.
+    ///
+    /// With `check` (see [`Job::block`]), checks that the input rows each computation read
+    /// are at least that pure, and returns `Err` with the purity found at the first that is
     /// not, leaving the block partly written (with values a less specialised kernel must
     /// replace).
     pub(super) fn block_with(

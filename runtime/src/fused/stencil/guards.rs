@@ -115,29 +115,21 @@ impl CleanBlocks {
 pub(super) const CHECK_BYTES: usize = 256 << 10;
 
 impl Job<'_> {
-    /// Computes rows `r0..r1` of the last stage (and what it needs of earlier stages).
-    /// `pool` holds scratch buffers from earlier blocks, reused without clearing (every
-    /// scratch row is written before it is read).
+    /// Computes rows `r0..r1` of the last stage (and what it needs of earlier stages; see
+    /// [`Job::block_with`]) with the purest form of the kernel the block's input rows allow.
     ///
-    /// Output rows go in chunks of [`Job::chunk_rows`]. Before a chunk, each earlier stage
-    /// computes the rows that this chunk is the first to need, in stage order, into a ring
-    /// of scratch rows that holds every row still to be read: row `i` of a stage's needed
-    /// rows lives in ring slot `i % ring`. So the rows a stage reads were written moments
-    /// before, and stay in cache, however many stages the kernel chains.
-    ///
-    /// This is the scheduler's one hook for guarded variants. A kernel with a clean-input
-    /// variant runs the block with it, checking, right after each
-    /// row computation (of at most [`CHECK_BYTES`] of input), the input rows it read that
-    /// the block has not checked yet (see [`Job::read_clean`]): they are still in cache
-    /// then. If one is unclean, the block is
-    /// computed again by the general kernel, over whatever the specialisation wrote; both
-    /// give the same bits on clean inputs, so which one computed a block changes its speed
-    /// only. (On unclean inputs the specialisation computes other values, but no worse:
-    /// its code is the general kernel's with NaN tests folded and min/max plain, and
-    /// neither can fault or address memory by value.) A kernel with a form for clean inputs
-    /// with clear sign bits tries that first, the same way; a block that finds its input
-    /// less pure falls back to the purest form its check allows, and later blocks start
-    /// there.
+    /// This is the scheduler's one hook for guarded variants. The variants are tried in
+    /// `Guard::ALL` order (purest first), skipping those a previous block's check ruled
+    /// out. A variant runs the block checking, right after each row computation (of at
+    /// most [`CHECK_BYTES`] of input), the input rows it read that the block has not
+    /// checked yet (see [`Job::read_clean`]): they are still in cache then. If one is less
+    /// pure than the guard needs, the block is computed again by the next form down (in the
+    /// end the general kernel, unchecked), over whatever the variant wrote; every form
+    /// gives the same bits on inputs its guard admits, so which one computed a block changes
+    /// its speed only. (On other inputs a variant computes other values, but no worse: its
+    /// code is the general kernel's with NaN tests folded and min/max plain, and neither
+    /// can fault or address memory by value.) Later blocks start at the purest form the
+    /// last failed check allows.
     pub(super) fn block(
         &self,
         r0: usize,

@@ -12,7 +12,7 @@
 //! planes, or far away under `wrap`), noting the first and last chunk of output rows that
 //! needs each. It then runs chunk by chunk: the earlier stages compute, in stage order, the
 //! rows the chunk is first to need into rings of scratch rows, then the chunk's output rows
-//! are computed from there (see [`Job::block`]). The first rows of each ring are also kept
+//! are computed from there (see [`Job::block_with`]). The first rows of each ring are also kept
 //! after its end, so that a later stage's window of rows is one run of slots even where it
 //! wraps around (and its multi-row call goes on). Earlier stages are never written to memory
 //! outside that scratch. Scratch buffers are never zeroed and are reused by the blocks of one
