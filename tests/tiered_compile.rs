@@ -9,6 +9,7 @@ mod common;
 use std::time::Duration;
 
 use common::{f32_tensor, Data};
+use kiln::codegen::cpu::Guard;
 use kiln::ir::{DType, Graph, TensorType};
 use kiln::runtime::tensor::first_difference;
 use kiln::{eager, Engine};
@@ -57,7 +58,7 @@ fn capped_kernels_are_recompiled_in_the_background_and_give_the_same_bits() {
     assert!(compiled.wait_for_upgrades(Duration::from_secs(120)));
     let better = upgrade.get().expect("the background compile succeeds");
     assert!(
-        better.clean.is_some(),
+        better.variant(Guard::CleanInputs).is_some(),
         "the median has a clean specialisation"
     );
     assert!(std::sync::Arc::ptr_eq(
@@ -117,7 +118,7 @@ fn kernels_with_nothing_to_gain_and_untiered_engines_compile_once() {
     let c = engine.compile(&median(3, &[1, 1, 16, 40])).unwrap();
     assert!(c.wait_for_upgrades(Duration::from_secs(120)));
     let up = c.upgrades[0].as_ref().and_then(|u| u.get()).unwrap();
-    assert!(up.clean.is_some());
+    assert!(up.variant(Guard::CleanInputs).is_some());
     assert_eq!(up.compile_ms, 0.0, "the general form was compiled again");
     assert_eq!(row_functions(up), row_functions(&c.kernels[0]));
     // A 15x15 erosion reaches 7 columns: the first compile runs no edge vectors, a bigger
@@ -183,7 +184,9 @@ fn clean_and_unclean_data_give_eager_bits_through_the_clean_specialisation() {
         let compiled = engine.compile(&g).unwrap();
         assert!(compiled.wait_for_upgrades(Duration::from_secs(120)));
         let up = compiled.current_kernel(0).unwrap();
-        let clean = up.clean.as_ref().expect("clean specialisation");
+        let clean = up
+            .variant(Guard::CleanInputs)
+            .expect("clean specialisation");
         assert!(
             !clean.describe().contains("NaN guard"),
             "{}",
@@ -291,7 +294,11 @@ fn an_unclean_row_sends_only_the_blocks_that_read_it_to_the_general_kernel() {
         let compiled = engine.compile(&g).unwrap();
         assert!(compiled.wait_for_upgrades(Duration::from_secs(120)));
         assert!(
-            compiled.current_kernel(0).unwrap().clean.is_some(),
+            compiled
+                .current_kernel(0)
+                .unwrap()
+                .variant(Guard::CleanInputs)
+                .is_some(),
             "{name}"
         );
         let values = magnitudes(&f32_tensor(&shape, Data::Uniform, 77));
@@ -401,7 +408,11 @@ fn signed_rows_fall_back_to_the_clean_form() {
         let compiled = engine.compile(&g).unwrap();
         assert!(compiled.wait_for_upgrades(Duration::from_secs(120)));
         assert!(
-            compiled.current_kernel(0).unwrap().nonneg.is_some(),
+            compiled
+                .current_kernel(0)
+                .unwrap()
+                .variant(Guard::NonNegative)
+                .is_some(),
             "{name}"
         );
         let signed = f32_tensor(&shape, Data::Uniform, 78);

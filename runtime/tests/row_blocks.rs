@@ -12,6 +12,7 @@ mod common;
 use std::time::Duration;
 
 use common::window_data as data;
+use kiln_codegen::cpu::Guard;
 use kiln_ir::{Border, DType, Footprint, Graph, GraphBuilder, ReduceOp, Scalar};
 use kiln_runtime::eager;
 use kiln_runtime::fused::Engine;
@@ -57,7 +58,11 @@ fn row_windows_are_blocked_and_others_are_not() {
     let g = window_graph(&[1, 1, 64, 64], ReduceOp::Min, 15, 15, Border::Reflect);
     let c = engine.compile(&g).unwrap();
     assert!(c.wait_for_upgrades(Duration::from_secs(120)));
-    let clean = c.current_kernel(0).unwrap().clean.as_ref().unwrap();
+    let clean = c
+        .current_kernel(0)
+        .unwrap()
+        .variant(Guard::CleanInputs)
+        .unwrap();
     assert!(clean.describe().contains(BLOCKED), "{}", clean.describe());
 }
 

@@ -14,6 +14,7 @@ mod colbody;
 mod dual;
 mod edge;
 mod facts;
+mod guard;
 mod jit;
 mod nanguard;
 mod plan;
@@ -30,6 +31,7 @@ mod treeform;
 mod values;
 
 pub use clean::{clean_f32, clean_f64, clean_kernel, f32_purity, Purity};
+pub use guard::{attachable, compile_variant, Guard, GuardedVariant};
 pub use schedule::row_schedules;
 pub use shift::STEP_CODE_BUDGET;
 
@@ -184,12 +186,10 @@ pub struct CpuKernel {
     /// [`CompileOptions::no_dual_stages`]): fewer functions were compiled, and the kernel
     /// runs slower than one compiled without.
     pub dual_stages: bool,
-    /// The same kernel specialised for clean inputs (no NaN, infinity or -0; see
-    /// [`clean_kernel`]), when compiled: the runtime runs it after checking the inputs.
-    pub clean: Option<Box<CpuKernel>>,
-    /// The same kernel specialised for clean inputs with clear sign bits (see
-    /// [`compile_nonneg`]), when compiled: the runtime runs it after checking the inputs.
-    pub nonneg: Option<Box<CpuKernel>>,
+    /// The same kernel compiled under assumptions about its inputs (see [`Guard`]), at most
+    /// one per guard, in [`Guard::ALL`] order: the runtime runs one after checking that
+    /// the inputs satisfy its guard.
+    pub variants: Vec<GuardedVariant>,
     /// What each stage's row function does (for [`CpuKernel::describe`]).
     notes: Vec<String>,
     /// The JIT modules that own the code (freed when the last kernel sharing them drops).
@@ -197,7 +197,7 @@ pub struct CpuKernel {
 }
 
 impl CpuKernel {
-    /// A kernel running `self`'s code (shared, not compiled again) with no specialisations
+    /// A kernel running `self`'s code (shared, not compiled again) with no guarded variants
     /// attached yet, for attaching ones compiled later. Its `compile_ms` is 0: it cost no
     /// compile.
     pub fn share_code(&self) -> CpuKernel {
@@ -210,21 +210,29 @@ impl CpuKernel {
             edge_vector_stages: self.edge_vector_stages,
             budget_limited: self.budget_limited,
             dual_stages: self.dual_stages,
-            clean: None,
-            nonneg: None,
+            variants: Vec::new(),
             notes: self.notes.clone(),
             _code: self._code.clone(),
         }
     }
 
-    /// Milliseconds spent in Cranelift for this kernel and the specialisations attached to
-    /// it ([`CpuKernel::clean`], [`CpuKernel::nonneg`]).
+    /// Milliseconds spent in Cranelift for this kernel and the guarded variants attached to
+    /// it ([`CpuKernel::variants`]).
     pub fn compile_ms_with_forms(&self) -> f64 {
         self.compile_ms
-            + [&self.clean, &self.nonneg]
+            + self
+                .variants
                 .iter()
-                .filter_map(|k| k.as_ref().map(|k| k.compile_ms_with_forms()))
+                .map(|v| v.kernel.compile_ms_with_forms())
                 .sum::<f64>()
+    }
+
+    /// The variant compiled under `guard`, when attached.
+    pub fn variant(&self, guard: Guard) -> Option<&CpuKernel> {
+        self.variants
+            .iter()
+            .find(|v| v.guard == guard)
+            .map(|v| &v.kernel)
     }
 
     /// A short human-readable summary: slots per stage and whether its interior is
@@ -531,8 +539,7 @@ fn compile_with(
         edge_vector_stages: edge_stages,
         budget_limited,
         dual_stages,
-        clean: None,
-        nonneg: None,
+        variants: Vec::new(),
         notes,
         _code: Arc::new(jit::CodeOwner::new(modules, border_cells)),
     })

@@ -15,6 +15,8 @@ mod out_ptr;
 mod placement;
 mod stencil;
 mod tiers;
+#[doc(hidden)]
+pub use stencil::hooks as stencil_hooks;
 pub use stencil::SCRATCH_BUDGET;
 pub use tiers::{Upgrade, UPGRADE_STEP_BUDGET};
 
@@ -668,18 +670,9 @@ pub(crate) fn run_kernel(
                     ))
                 }
             };
-            fn special(k: &Option<Box<CpuKernel>>) -> Option<&[kiln_codegen::cpu::CpuStage]> {
-                k.as_ref().and_then(|c| match &c.body {
-                    CpuBody::Stencil(st) => Some(&st[..]),
-                    CpuBody::AlongAxis { .. } => None,
-                })
-            }
             stencil::run(
                 stages,
-                stencil::Specials {
-                    clean: special(&kernel.clean),
-                    nonneg: special(&kernel.nonneg),
-                },
+                stencil::Variants::of(kernel),
                 &dtypes,
                 args,
                 shape,

@@ -27,8 +27,8 @@ use kiln_codegen::CompileOptions;
 pub const UPGRADE_STEP_BUDGET: usize = 3000;
 
 /// The background compile of one kernel: with [`UPGRADE_STEP_BUDGET`] when that changes
-/// its code (else sharing the first compile's code), and with its clean-input
-/// specialisations attached (`CpuKernel::clean`, `CpuKernel::nonneg`) when it has them.
+/// its code (else sharing the first compile's code), and with its guarded variants for
+/// clean inputs attached (`CpuKernel::variants`) when it has them.
 #[derive(Default)]
 pub struct Upgrade {
     /// The faster kernel once compiled; `None` inside when that compile failed (the first
@@ -76,27 +76,27 @@ impl Upgrade {
                 let compiled = std::panic::catch_unwind(|| {
                     let kernel = &first.kernel;
                     std::thread::scope(|s| {
-                        let clean = s.spawn(|| cpu::compile_clean(kernel, &options));
-                        let nonneg = (!options.no_integer_picks)
-                            .then(|| s.spawn(|| cpu::compile_nonneg(kernel, &options)));
+                        let options = &options;
+                        let variants: Vec<_> = cpu::Guard::ALL
+                            .into_iter()
+                            .filter(|g| g.enabled(options))
+                            .map(|g| (g, s.spawn(move || cpu::compile_variant(kernel, g, options))))
+                            .collect();
                         let general = if recompile {
-                            cpu::compile(kernel, &options).ok()
+                            cpu::compile(kernel, options).ok()
                         } else {
                             Some(first.share_code())
                         };
-                        type Form<'s> = std::thread::ScopedJoinHandle<
-                            's,
-                            Result<Option<CpuKernel>, kiln_codegen::CodegenError>,
-                        >;
-                        let form = |h: Form<'_>| {
-                            h.join().ok().and_then(|r| r.ok().flatten()).map(Box::new)
-                        };
-                        let clean = form(clean);
-                        let nonneg = nonneg.and_then(form);
+                        // A variant whose compile failed or panicked is left out.
+                        let compiled = variants
+                            .into_iter()
+                            .filter_map(|(guard, h)| {
+                                let kernel = h.join().ok()?.ok()??;
+                                Some(cpu::GuardedVariant { guard, kernel })
+                            })
+                            .collect();
                         let mut k = general?;
-                        // The integer-pick form only runs after its clean form's check.
-                        k.nonneg = clean.as_ref().and(nonneg);
-                        k.clean = clean;
+                        k.variants = cpu::attachable(compiled);
                         Some(Arc::new(k))
                     })
                 })
