@@ -31,7 +31,7 @@ use std::collections::{HashMap, HashSet};
 use kiln_ir::passes::{FusedGroup, GroupKind};
 use kiln_ir::{BinaryOp, Border, DType, Graph, NodeId, NodeKind, ReduceOp, Scalar, UnaryOp};
 
-use crate::kernel::{Inst, Kernel, KernelBody, Op, Source, Stage, ValueId};
+use crate::kernel::{Inst, Kernel, KernelBody, Line, Op, Source, Stage, ValueId};
 use crate::CodegenError;
 
 /// Most instructions one stage may have. Cranelift's compile time grows faster than linearly
@@ -80,10 +80,11 @@ pub fn lower(graph: &Graph, group: &FusedGroup) -> Result<Kernel, CodegenError> 
             if axis >= rank {
                 return Err(err(format!("axis {axis} out of range for rank {rank}")));
             }
+            let d = node(graph, x)?.ty.dtype;
             if is_scan {
-                KernelBody::Scan { axis, op }
+                KernelBody::Line(Line::scan(axis, op, d))
             } else {
-                KernelBody::AxisReduce { axis, op }
+                KernelBody::Line(Line::reduce(axis, op, d))
             }
         }
         GroupKind::Stencil => lower_stencil(graph, group)?,

@@ -5,7 +5,7 @@
 
 use std::path::PathBuf;
 
-use kiln_codegen::kernel::{Inst, Kernel, KernelBody, Op, Source, Stage, ValueId};
+use kiln_codegen::kernel::{Inst, Kernel, KernelBody, Line, Op, Source, Stage, ValueId};
 use kiln_codegen::ptx::{self, ptxas, PtxModule, PtxTarget, Schedule};
 use kiln_codegen::{CompileOptions, Fault};
 use kiln_ir::{BinaryOp, Border, DType, ReduceOp, Scalar, UnaryOp};
@@ -237,11 +237,11 @@ fn kernels() -> Vec<(String, Kernel)> {
             }
             for axis in [0, 2, 3] {
                 for scan in [true, false] {
-                    let body = if scan {
-                        KernelBody::Scan { axis, op }
+                    let body = KernelBody::Line(if scan {
+                        Line::scan(axis, op, d)
                     } else {
-                        KernelBody::AxisReduce { axis, op }
-                    };
+                        Line::reduce(axis, op, d)
+                    });
                     ks.push((
                         format!(
                             "{} {op:?} {d} axis{axis}",
@@ -669,28 +669,19 @@ fn ill_formed_kernels_are_errors() {
         rank: 2,
         inputs: vec![d],
         output: d,
-        body: KernelBody::Scan {
-            axis: 0,
-            op: ReduceOp::Sum,
-        },
+        body: KernelBody::Line(Line::scan(0, ReduceOp::Sum, d)),
     });
     bad.push(Kernel {
         rank: 4,
         inputs: vec![d],
         output: d,
-        body: KernelBody::Scan {
-            axis: 4,
-            op: ReduceOp::Sum,
-        },
+        body: KernelBody::Line(Line::scan(4, ReduceOp::Sum, d)),
     });
     bad.push(Kernel {
         rank: 4,
         inputs: vec![DType::Bool],
         output: DType::Bool,
-        body: KernelBody::AxisReduce {
-            axis: 1,
-            op: ReduceOp::Sum,
-        },
+        body: KernelBody::Line(Line::reduce(1, ReduceOp::Sum, DType::Bool)),
     });
     bad.push(Kernel {
         rank: 4,
