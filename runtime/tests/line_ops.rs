@@ -157,7 +157,7 @@ fn chamfer_1d_forward_backward_matches_eager_and_the_distance() {
             let xs = x0.to_scalars();
             let gs = got[0].to_scalars();
             let strides = kiln_runtime::tensor::contiguous_strides(&shape);
-            for i in 0..n {
+            for (i, g) in gs.iter().enumerate() {
                 let pos = (i / strides[axis]) % shape[axis];
                 let start = i - pos * strides[axis];
                 let mut best = f32::INFINITY;
@@ -166,7 +166,7 @@ fn chamfer_1d_forward_backward_matches_eager_and_the_distance() {
                         best = best.min((k as f32 - pos as f32).abs());
                     }
                 }
-                assert_eq!(gs[i], Scalar::f32(best), "{shape:?} axis {axis} at {i}");
+                assert_eq!(*g, Scalar::f32(best), "{shape:?} axis {axis} at {i}");
             }
         }
     }

@@ -199,12 +199,8 @@ mod tests {
     /// Follows the `LineFn` contract for `Line::scan/reduce(_, Sum, F32)`; `KEEP_EACH`
     /// chooses which.
     unsafe fn sum_lines<const KEEP_EACH: bool>(
-        src: *const u8,
-        ss: i64,
-        sl: i64,
-        out: *mut u8,
-        os: i64,
-        ol: i64,
+        (src, ss, sl): (*const u8, i64, i64),
+        (out, os, ol): (*mut u8, i64, i64),
         n: i64,
         lanes: i64,
     ) {
@@ -243,7 +239,7 @@ mod tests {
         _scratch: *mut u8,
     ) {
         // SAFETY: forwards the caller's LineFn arguments.
-        unsafe { sum_lines::<true>(src, ss, sl, out, os, ol, n, lanes) }
+        unsafe { sum_lines::<true>((src, ss, sl), (out, os, ol), n, lanes) }
     }
 
     unsafe extern "C" fn reduce_fn(
@@ -258,7 +254,7 @@ mod tests {
         _scratch: *mut u8,
     ) {
         // SAFETY: forwards the caller's LineFn arguments.
-        unsafe { sum_lines::<false>(src, ss, sl, out, os, ol, n, lanes) }
+        unsafe { sum_lines::<false>((src, ss, sl), (out, os, ol), n, lanes) }
     }
 
     fn reference(x: &Tensor, axis: usize, scan: bool, back: bool) -> Vec<u32> {
