@@ -87,20 +87,136 @@ pub enum KernelBody {
         /// The stages.
         stages: Vec<Stage>,
     },
-    /// Inclusive scan of input 0 along `axis`.
-    Scan {
-        /// Axis into the full shape.
-        axis: usize,
-        /// Combining op.
-        op: ReduceOp,
-    },
-    /// Reduction of input 0 along `axis` (kept with length 1), left to right.
-    AxisReduce {
-        /// Axis into the full shape.
-        axis: usize,
-        /// Reduction.
-        op: ReduceOp,
-    },
+    /// A recurrence along one axis of input 0 (scans and axis reductions among others).
+    Line(Line),
+}
+
+/// Which way a [`Line`] walks its axis.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Direction {
+    /// From index 0 up.
+    Forward,
+    /// From the last index down.
+    Backward,
+}
+
+/// How the carried values of a [`Line`] start.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum LineInit {
+    /// Each carry starts at its constant (one per carry, of the carry's dtype); the step
+    /// runs at every position.
+    Consts(Vec<Scalar>),
+    /// The line's first element (in walking order) seeds the only carry, which has the
+    /// input's dtype; where each `y` is kept, the first output is that element, bit for bit.
+    /// The step runs from the second position on. The axis must not be empty.
+    First,
+}
+
+/// What a [`Line`] writes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum LineKeep {
+    /// The step value `y` at every position (the output has the input's shape).
+    Each(ValueId),
+    /// Carry `k` after the last position (the output has length 1 along the axis).
+    Final(u32),
+}
+
+/// A sequential recurrence along `axis`: every line (an index tuple of the other axes) walks
+/// the axis in `direction`, and at each position `x` (the input element) runs `step` from
+/// `(carry, x)` to `(carry', y)`.
+///
+/// The step is ordinary kernel-form SSA with shifted numbering: `ValueId(k)` for
+/// `k < carries.len()` is carry `k`, `ValueId(carries.len())` is `x`, and
+/// `ValueId(carries.len() + 1 + j)` is `step[j]`. Only `Const`, `Unary`, `Binary`, `Select`
+/// and `Cast` appear in a step (checked by [`crate::validate`]). Lines are independent, so a
+/// backend may run them in any order or in parallel; along a line the order is fixed.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Line {
+    /// Axis into the full shape.
+    pub axis: usize,
+    /// Walking direction.
+    pub direction: Direction,
+    /// Dtypes of the carried values.
+    pub carries: Vec<DType>,
+    /// Initial carries.
+    pub init: LineInit,
+    /// The step program.
+    pub step: Vec<Inst>,
+    /// The next carries, one per carry.
+    pub next: Vec<ValueId>,
+    /// What is written.
+    pub keep: LineKeep,
+}
+
+impl Line {
+    /// Value id of step instruction `j`.
+    pub fn step_value(&self, j: usize) -> ValueId {
+        ValueId((self.carries.len() + 1 + j) as u32)
+    }
+
+    /// Value id of the input element `x`.
+    pub fn x_value(&self) -> ValueId {
+        ValueId(self.carries.len() as u32)
+    }
+
+    /// True when the output has the input's length along the axis (each `y` kept).
+    pub fn keeps_each(&self) -> bool {
+        matches!(self.keep, LineKeep::Each(_))
+    }
+
+    /// The inclusive scan of `dtype` values by `op` along `axis`, left to right: seeded by
+    /// the first element, `carry' = y = op(carry, x)`.
+    pub fn scan(axis: usize, op: ReduceOp, dtype: DType) -> Line {
+        Line::fold(axis, op, dtype, true)
+    }
+
+    /// The left-to-right reduction of `dtype` values by `op` along `axis` (the output keeps
+    /// the axis with length 1).
+    pub fn reduce(axis: usize, op: ReduceOp, dtype: DType) -> Line {
+        Line::fold(axis, op, dtype, false)
+    }
+
+    /// `Some((true, op))` when `self` is [`Line::scan`] of `op`, `Some((false, op))` when
+    /// it is [`Line::reduce`] of `op`.
+    pub fn as_fold(&self) -> Option<(bool, ReduceOp)> {
+        let d = *self.carries.first()?;
+        let ops = [
+            ReduceOp::Min,
+            ReduceOp::Max,
+            ReduceOp::Sum,
+            ReduceOp::Any,
+            ReduceOp::All,
+        ];
+        ops.into_iter().find_map(|op| {
+            if *self == Line::scan(self.axis, op, d) {
+                Some((true, op))
+            } else if *self == Line::reduce(self.axis, op, d) {
+                Some((false, op))
+            } else {
+                None
+            }
+        })
+    }
+
+    fn fold(axis: usize, op: ReduceOp, dtype: DType, scan: bool) -> Line {
+        let step = vec![Inst {
+            op: Op::Binary(op.combiner(), ValueId(0), ValueId(1)),
+            dtype,
+        }];
+        Line {
+            axis,
+            direction: Direction::Forward,
+            carries: vec![dtype],
+            init: LineInit::First,
+            step,
+            next: vec![ValueId(2)],
+            keep: if scan {
+                LineKeep::Each(ValueId(2))
+            } else {
+                LineKeep::Final(0)
+            },
+        }
+    }
 }
 
 /// One fused kernel in target-neutral form. Its structure (`Hash`/`Eq`) is the kernel cache

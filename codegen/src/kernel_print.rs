@@ -11,7 +11,9 @@
 
 use std::fmt;
 
-use crate::kernel::{Inst, Kernel, KernelBody, Op, Source, Stage, ValueId};
+use crate::kernel::{
+    Direction, Inst, Kernel, KernelBody, Line, LineInit, LineKeep, Op, Source, Stage, ValueId,
+};
 
 impl fmt::Display for ValueId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -93,10 +95,52 @@ impl fmt::Display for Kernel {
                 }
                 Ok(())
             }
-            KernelBody::Scan { axis, op } => writeln!(f, "scan axis {axis} {}", lower_name(op)),
-            KernelBody::AxisReduce { axis, op } => {
-                writeln!(f, "reduce axis {axis} {}", lower_name(op))
+            KernelBody::Line(line) => write!(f, "{line}"),
+        }
+    }
+}
+
+impl fmt::Display for Line {
+    /// `scan axis A op` / `reduce axis A op` for the plain folds; otherwise the header, the
+    /// step (`c0..`, `x`, then `vN`), the next carries and what is kept.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if let Some((scan, op)) = self.as_fold() {
+            let kind = if scan { "scan" } else { "reduce" };
+            return writeln!(f, "{kind} axis {} {}", self.axis, lower_name(op));
+        }
+        let dir = match self.direction {
+            Direction::Forward => "forward",
+            Direction::Backward => "backward",
+        };
+        let carries: Vec<&str> = self.carries.iter().map(|d| d.name()).collect();
+        let init = match &self.init {
+            LineInit::First => "first".to_string(),
+            LineInit::Consts(c) => {
+                let c: Vec<String> = c.iter().map(ToString::to_string).collect();
+                format!("[{}]", c.join(", "))
             }
+        };
+        writeln!(
+            f,
+            "line axis {} {dir} carries ({}) init {init}",
+            self.axis,
+            carries.join(", ")
+        )?;
+        let p = self.carries.len() + 1;
+        for (j, inst) in self.step.iter().enumerate() {
+            writeln!(f, "  v{}: {inst}", p + j)?;
+        }
+        let next: Vec<String> = self.next.iter().map(ToString::to_string).collect();
+        writeln!(
+            f,
+            "  next ({}); v0..v{} carries, v{} x",
+            next.join(", "),
+            p - 2,
+            p - 1
+        )?;
+        match self.keep {
+            LineKeep::Each(v) => writeln!(f, "  keep each {v}"),
+            LineKeep::Final(k) => writeln!(f, "  keep final carry {k}"),
         }
     }
 }

@@ -31,7 +31,7 @@ use std::collections::{HashMap, HashSet};
 use kiln_ir::passes::{FusedGroup, GroupKind};
 use kiln_ir::{BinaryOp, Border, DType, Graph, NodeId, NodeKind, ReduceOp, Scalar, UnaryOp};
 
-use crate::kernel::{Inst, Kernel, KernelBody, Op, Source, Stage, ValueId};
+use crate::kernel::{Inst, Kernel, KernelBody, Line, Op, Source, Stage, ValueId};
 use crate::CodegenError;
 
 /// Most instructions one stage may have. Cranelift's compile time grows faster than linearly
@@ -80,11 +80,28 @@ pub fn lower(graph: &Graph, group: &FusedGroup) -> Result<Kernel, CodegenError> 
             if axis >= rank {
                 return Err(err(format!("axis {axis} out of range for rank {rank}")));
             }
+            let d = node(graph, x)?.ty.dtype;
             if is_scan {
-                KernelBody::Scan { axis, op }
+                KernelBody::Line(Line::scan(axis, op, d))
             } else {
-                KernelBody::AxisReduce { axis, op }
+                KernelBody::Line(Line::reduce(axis, op, d))
             }
+        }
+        GroupKind::Line => {
+            let NodeKind::Line { x, ref program } = root_node.kind else {
+                return Err(err(format!(
+                    "group root {} is a {}, expected a line",
+                    group.root,
+                    root_node.kind.name()
+                )));
+            };
+            if group.inputs != [x] {
+                return Err(err(format!(
+                    "line group rooted at {} must have exactly its operand {x} as input, has {:?}",
+                    group.root, group.inputs
+                )));
+            }
+            KernelBody::Line(lower_line(program, node(graph, x)?.ty.dtype, rank)?)
         }
         GroupKind::Stencil => lower_stencil(graph, group)?,
     };
@@ -93,6 +110,48 @@ pub fn lower(graph: &Graph, group: &FusedGroup) -> Result<Kernel, CodegenError> 
         inputs,
         output,
         body,
+    })
+}
+
+/// An IR line program over `x` elements as the kernel form's line body (same numbering).
+fn lower_line(p: &kiln_ir::LineProgram, x: DType, rank: usize) -> Result<Line, CodegenError> {
+    use crate::kernel::{Direction, LineInit, LineKeep};
+    use kiln_ir::{LineKeep as K, LineOp as L};
+    if p.axis >= rank {
+        return Err(err(format!("axis {} out of range for rank {rank}", p.axis)));
+    }
+    let dtypes = p.value_dtypes(x).map_err(err)?;
+    let base = p.init.len() + 1;
+    let step = p
+        .step
+        .iter()
+        .enumerate()
+        .map(|(j, op)| Inst {
+            op: match *op {
+                L::Const(c) => Op::Const(c),
+                L::Unary(o, a) => Op::Unary(o, ValueId(a)),
+                L::Binary(o, a, b) => Op::Binary(o, ValueId(a), ValueId(b)),
+                L::Select(c, a, b) => Op::Select(ValueId(c), ValueId(a), ValueId(b)),
+                L::Cast(a, _) => Op::Cast(ValueId(a)),
+            },
+            dtype: dtypes[base + j],
+        })
+        .collect();
+    Ok(Line {
+        axis: p.axis,
+        direction: if p.backward {
+            Direction::Backward
+        } else {
+            Direction::Forward
+        },
+        carries: p.init.iter().map(|s| s.dtype()).collect(),
+        init: LineInit::Consts(p.init.clone()),
+        step,
+        next: p.next.iter().map(|&v| ValueId(v)).collect(),
+        keep: match p.keep {
+            K::Each(v) => LineKeep::Each(ValueId(v)),
+            K::Final(k) => LineKeep::Final(k),
+        },
     })
 }
 
@@ -125,8 +184,10 @@ fn lower_stencil(graph: &Graph, group: &FusedGroup) -> Result<KernelBody, Codege
                 group.root, n.ty.shape, shape
             )));
         }
-        if matches!(n.kind, NodeKind::Scan { .. } | NodeKind::AxisReduce { .. })
-            && group.stages.contains(&id)
+        if matches!(
+            n.kind,
+            NodeKind::Scan { .. } | NodeKind::AxisReduce { .. } | NodeKind::Line { .. }
+        ) && group.stages.contains(&id)
         {
             return Err(err(format!(
                 "stage {id} is a {}, not a stencil node",

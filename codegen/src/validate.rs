@@ -3,11 +3,11 @@
 //! offsets of the kernel's spatial rank, and every value typed by the IR's own rules
 //! ([`UnaryOp::result_dtype`](kiln_ir::UnaryOp::result_dtype),
 //! [`BinaryOp::result_dtype`](kiln_ir::BinaryOp::result_dtype),
-//! [`ReduceOp::accepts`]). Each check returns a message; a backend wraps it in its error.
+//! [`ReduceOp::accepts`](kiln_ir::ReduceOp::accepts)). Each check returns a message; a backend wraps it in its error.
 
-use kiln_ir::{Border, DType, ReduceOp};
+use kiln_ir::{Border, DType};
 
-use crate::kernel::{Kernel, KernelBody, Op, Source, Stage, ValueId};
+use crate::kernel::{Kernel, KernelBody, Line, LineInit, LineKeep, Op, Source, Stage, ValueId};
 
 /// Largest absolute column or row offset a load or an in-range test may use (a tensor never
 /// has more elements than this).
@@ -100,26 +100,107 @@ fn check_value(kernel: &Kernel, earlier: &[Stage], st: &Stage, i: usize) -> Resu
     }
 }
 
-/// Checks a scan or axis reduction kernel (`op` along `axis`): one input, of the output's
-/// dtype, which `op` accepts, and an axis of the kernel's rank. Returns the element dtype.
-pub fn check_along(kernel: &Kernel, axis: usize, op: ReduceOp) -> Result<DType, String> {
-    let [d] = kernel.inputs[..] else {
+/// Checks a line kernel: one input, an axis of the kernel's rank, one initial value of each
+/// carry's dtype (or a `First` seed: one carry of the input's dtype), a well-typed step of
+/// `Const`/`Unary`/`Binary`/`Select`/`Cast` over the carries, `x` and earlier step values,
+/// next carries of the carries' dtypes, and a kept value of the output's dtype (under
+/// `First` with each `y` kept, the input's dtype too: the first output is the element).
+pub fn check_line(kernel: &Kernel) -> Result<&Line, String> {
+    let KernelBody::Line(line) = &kernel.body else {
+        return Err("not a line kernel".into());
+    };
+    let [xd] = kernel.inputs[..] else {
         return Err(format!(
-            "scan/reduce takes one input, got {}",
+            "a line takes one input, got {}",
             kernel.inputs.len()
         ));
     };
-    if kernel.output != d {
+    if line.axis >= kernel.rank {
         return Err(format!(
-            "scan/reduce of {d} cannot output {}",
-            kernel.output
+            "axis {} out of range for rank {}",
+            line.axis, kernel.rank
         ));
     }
-    if axis >= kernel.rank {
-        return Err(format!("axis {axis} out of range for rank {}", kernel.rank));
+    match &line.init {
+        LineInit::First => {
+            if line.carries[..] != [xd] {
+                return Err(format!("a first-element seed needs one {xd} carry"));
+            }
+            if line.keeps_each() && kernel.output != xd {
+                return Err(format!(
+                    "a seeded line of {xd} keeping each value cannot output {}",
+                    kernel.output
+                ));
+            }
+        }
+        LineInit::Consts(c) => {
+            if c.len() != line.carries.len()
+                || c.iter().zip(&line.carries).any(|(c, d)| c.dtype() != *d)
+            {
+                return Err("initial values do not match the carries' dtypes".into());
+            }
+        }
     }
-    if !op.accepts(d) {
-        return Err(format!("{op:?} does not accept {d}"));
+    let p = line.carries.len() + 1;
+    let mut dtypes: Vec<DType> = line.carries.clone();
+    dtypes.push(xd);
+    for (j, inst) in line.step.iter().enumerate() {
+        let i = p + j;
+        let operand = |v: &ValueId| match dtypes.get(v.0 as usize) {
+            Some(&d) if (v.0 as usize) < i => Ok(d),
+            _ => Err(format!(
+                "step value {i}: operand {} is not an earlier value",
+                v.0
+            )),
+        };
+        let d = inst.dtype;
+        let typed = match &inst.op {
+            Op::Const(c) => c.dtype() == d,
+            Op::Unary(op, x) => op.result_dtype(operand(x)?) == Some(d),
+            Op::Binary(op, a, b) => op.result_dtype(operand(a)?, operand(b)?) == Some(d),
+            Op::Select(c, a, b) => {
+                operand(c)? == DType::Bool && operand(a)? == d && operand(b)? == d
+            }
+            Op::Cast(x) => {
+                operand(x)?;
+                true
+            }
+            Op::Load { .. } | Op::InRange(_) => {
+                return Err(format!("step value {i}: {:?} in a line step", inst.op))
+            }
+        };
+        if !typed {
+            return Err(format!("step value {i}: ill-typed {:?} as {d}", inst.op));
+        }
+        dtypes.push(d);
     }
-    Ok(d)
+    let ty = |v: ValueId| {
+        dtypes
+            .get(v.0 as usize)
+            .copied()
+            .ok_or_else(|| format!("value {} out of range", v.0))
+    };
+    if line.next.len() != line.carries.len() {
+        return Err(format!(
+            "{} next values for {} carries",
+            line.next.len(),
+            line.carries.len()
+        ));
+    }
+    for (k, (&v, &d)) in line.next.iter().zip(&line.carries).enumerate() {
+        if ty(v)? != d {
+            return Err(format!("next carry {k} is {}, not {d}", ty(v)?));
+        }
+    }
+    let kept = match line.keep {
+        LineKeep::Each(v) => ty(v)?,
+        LineKeep::Final(k) => *line
+            .carries
+            .get(k as usize)
+            .ok_or_else(|| format!("kept carry {k} out of range"))?,
+    };
+    if kept != kernel.output {
+        return Err(format!("keeps {kept} but outputs {}", kernel.output));
+    }
+    Ok(line)
 }

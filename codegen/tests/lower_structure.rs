@@ -1,7 +1,7 @@
 //! Structure of lowered kernels, from hand-built fused groups: sharing (hash-consing),
 //! inlining under borders, window and network expansion, and errors.
 
-use kiln_codegen::kernel::{Inst, KernelBody, Op, Source, Stage, ValueId};
+use kiln_codegen::kernel::{Inst, KernelBody, Line, Op, Source, Stage, ValueId};
 use kiln_codegen::lower::lower;
 use kiln_ir::passes::{FusedGroup, GroupKind};
 use kiln_ir::{
@@ -343,18 +343,12 @@ fn scans_and_reductions_lower_to_their_bodies() {
     let k = lower(&g, &group(GroupKind::Scan, s, x)).unwrap();
     assert_eq!(
         k.body,
-        KernelBody::Scan {
-            axis: 1,
-            op: ReduceOp::Sum
-        }
+        KernelBody::Line(Line::scan(1, ReduceOp::Sum, DType::F32))
     );
     let k = lower(&g, &group(GroupKind::AxisReduce, r, s)).unwrap();
     assert_eq!(
         k.body,
-        KernelBody::AxisReduce {
-            axis: 2,
-            op: ReduceOp::Max
-        }
+        KernelBody::Line(Line::reduce(2, ReduceOp::Max, DType::F32))
     );
     assert_eq!(k.rank, 3);
     assert!(k.to_string().contains("reduce axis 2 max"));

@@ -5,7 +5,9 @@
 
 use std::path::PathBuf;
 
-use kiln_codegen::kernel::{Inst, Kernel, KernelBody, Op, Source, Stage, ValueId};
+use kiln_codegen::kernel::{
+    Direction, Inst, Kernel, KernelBody, Line, LineInit, LineKeep, Op, Source, Stage, ValueId,
+};
 use kiln_codegen::ptx::{self, ptxas, PtxModule, PtxTarget, Schedule};
 use kiln_codegen::{CompileOptions, Fault};
 use kiln_ir::{BinaryOp, Border, DType, ReduceOp, Scalar, UnaryOp};
@@ -223,6 +225,7 @@ fn kernels() -> Vec<(String, Kernel)> {
         }
     }
     ks.extend(staged_kernels());
+    ks.extend(general_lines());
     // scans and axis reductions
     for d in DType::ALL {
         for op in [
@@ -237,11 +240,11 @@ fn kernels() -> Vec<(String, Kernel)> {
             }
             for axis in [0, 2, 3] {
                 for scan in [true, false] {
-                    let body = if scan {
-                        KernelBody::Scan { axis, op }
+                    let body = KernelBody::Line(if scan {
+                        Line::scan(axis, op, d)
                     } else {
-                        KernelBody::AxisReduce { axis, op }
-                    };
+                        Line::reduce(axis, op, d)
+                    });
                     ks.push((
                         format!(
                             "{} {op:?} {d} axis{axis}",
@@ -259,6 +262,96 @@ fn kernels() -> Vec<(String, Kernel)> {
         }
     }
     ks
+}
+
+/// Line kernels beyond scans and reductions: the toy running maximum reset by NaN (kept at
+/// each position or as the final carry, both directions, every axis kind) and two u8
+/// carries that swap every step, keeping a bool.
+fn general_lines() -> Vec<(String, Kernel)> {
+    let (f, b, u) = (DType::F32, DType::Bool, DType::U8);
+    let i = |op, dtype| Inst { op, dtype };
+    let mut ks = Vec::new();
+    for axis in [0, 2, 3] {
+        for each in [true, false] {
+            for dir in [Direction::Forward, Direction::Backward] {
+                let line = Line {
+                    axis,
+                    direction: dir,
+                    carries: vec![f],
+                    init: LineInit::Consts(vec![Scalar::f32(f32::NEG_INFINITY)]),
+                    step: vec![
+                        i(Op::Unary(UnaryOp::IsNan, ValueId(1)), b),
+                        i(Op::Binary(BinaryOp::Max, ValueId(0), ValueId(1)), f),
+                        i(Op::Const(Scalar::f32(f32::NEG_INFINITY)), f),
+                        i(Op::Select(ValueId(2), ValueId(4), ValueId(3)), f),
+                    ],
+                    next: vec![ValueId(5)],
+                    keep: if each {
+                        LineKeep::Each(ValueId(3))
+                    } else {
+                        LineKeep::Final(0)
+                    },
+                };
+                ks.push((
+                    format!("running-max-reset axis{axis} each{each} {dir:?}"),
+                    Kernel {
+                        rank: 4,
+                        inputs: vec![f],
+                        output: f,
+                        body: KernelBody::Line(line),
+                    },
+                ));
+            }
+        }
+    }
+    let pair = Line {
+        axis: 2,
+        direction: Direction::Backward,
+        carries: vec![u, u],
+        init: LineInit::Consts(vec![Scalar::U8(1), Scalar::U8(2)]),
+        step: vec![
+            i(Op::Binary(BinaryOp::Add, ValueId(0), ValueId(1)), u),
+            i(Op::Binary(BinaryOp::Add, ValueId(3), ValueId(2)), u),
+            i(Op::Binary(BinaryOp::Lt, ValueId(0), ValueId(2)), b),
+        ],
+        next: vec![ValueId(1), ValueId(4)],
+        keep: LineKeep::Each(ValueId(5)),
+    };
+    ks.push((
+        "swapping-pair".into(),
+        Kernel {
+            rank: 4,
+            inputs: vec![u],
+            output: b,
+            body: KernelBody::Line(pair),
+        },
+    ));
+    ks
+}
+
+#[test]
+fn general_lines_render_as_one_thread_per_line() {
+    for (name, k) in general_lines() {
+        let KernelBody::Line(line) = &k.body else {
+            unreachable!()
+        };
+        let m = render(&k, PtxTarget::default(), &CompileOptions::default());
+        assert_eq!(m.entries, vec!["kiln_lines"], "{name}");
+        assert_eq!(
+            m.schedule,
+            Schedule::Lines {
+                axis: line.axis,
+                scan: line.keeps_each()
+            },
+            "{name}"
+        );
+        // A backward walk negates its steps; a forward one never does.
+        assert_eq!(
+            m.text.contains("neg.s64"),
+            line.direction == Direction::Backward,
+            "{name}"
+        );
+    }
 }
 
 /// Multi-stage kernels that must take the staged (global scratch) schedule.
@@ -669,28 +762,19 @@ fn ill_formed_kernels_are_errors() {
         rank: 2,
         inputs: vec![d],
         output: d,
-        body: KernelBody::Scan {
-            axis: 0,
-            op: ReduceOp::Sum,
-        },
+        body: KernelBody::Line(Line::scan(0, ReduceOp::Sum, d)),
     });
     bad.push(Kernel {
         rank: 4,
         inputs: vec![d],
         output: d,
-        body: KernelBody::Scan {
-            axis: 4,
-            op: ReduceOp::Sum,
-        },
+        body: KernelBody::Line(Line::scan(4, ReduceOp::Sum, d)),
     });
     bad.push(Kernel {
         rank: 4,
         inputs: vec![DType::Bool],
         output: DType::Bool,
-        body: KernelBody::AxisReduce {
-            axis: 1,
-            op: ReduceOp::Sum,
-        },
+        body: KernelBody::Line(Line::reduce(1, ReduceOp::Sum, DType::Bool)),
     });
     bad.push(Kernel {
         rank: 4,

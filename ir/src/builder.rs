@@ -458,6 +458,26 @@ impl GraphBuilder {
         ))
     }
 
+    /// A line recurrence of `x` along `program.axis` (see [`crate::line`]): the output has
+    /// `x`'s shape when each step value is kept, the axis of length 1 when a final carry is.
+    pub fn line(
+        &mut self,
+        x: NodeId,
+        program: crate::line::LineProgram,
+    ) -> Result<NodeId, BuildError> {
+        const K: &str = "line";
+        let tx = self.operand(x, K)?.clone();
+        self.check_axis(program.axis, &tx, K)?;
+        let dtype = program
+            .output_dtype(tx.dtype)
+            .map_err(|m| BuildError::invalid(self.next_id(), K, m))?;
+        let mut shape = tx.shape.clone();
+        if let crate::line::LineKeep::Final(_) = program.keep {
+            shape[program.axis] = 1;
+        }
+        Ok(self.push(NodeKind::Line { x, program }, TensorType { dtype, shape }))
+    }
+
     /// Appends a node of any kind, validating it like the typed methods do. Used by the
     /// parser, the passes and the fuzzer's shrinker.
     pub fn add(&mut self, kind: NodeKind) -> Result<NodeId, BuildError> {
@@ -491,6 +511,7 @@ impl GraphBuilder {
             } => self.window_reduce(x, op, &footprint, border),
             NodeKind::Scan { x, axis, op } => self.scan(x, axis, op),
             NodeKind::AxisReduce { x, axis, op } => self.axis_reduce(x, axis, op),
+            NodeKind::Line { x, program } => self.line(x, program),
         }
     }
 

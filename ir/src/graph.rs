@@ -305,6 +305,13 @@ pub enum NodeKind {
         /// Reduction.
         op: ReduceOp,
     },
+    /// A sequential recurrence along an axis (see [`crate::line`]).
+    Line {
+        /// Source.
+        x: NodeId,
+        /// The recurrence.
+        program: crate::line::LineProgram,
+    },
 }
 
 impl NodeKind {
@@ -317,7 +324,8 @@ impl NodeKind {
             | NodeKind::Gather { x, .. }
             | NodeKind::WindowReduce { x, .. }
             | NodeKind::Scan { x, .. }
-            | NodeKind::AxisReduce { x, .. } => vec![*x],
+            | NodeKind::AxisReduce { x, .. }
+            | NodeKind::Line { x, .. } => vec![*x],
             NodeKind::Binary { a, b, .. } => vec![*a, *b],
             NodeKind::Select { cond, a, b } => vec![*cond, *a, *b],
             NodeKind::Network { inputs, .. } => inputs.clone(),
@@ -333,7 +341,8 @@ impl NodeKind {
             | NodeKind::Gather { x, .. }
             | NodeKind::WindowReduce { x, .. }
             | NodeKind::Scan { x, .. }
-            | NodeKind::AxisReduce { x, .. } => *x = f(*x),
+            | NodeKind::AxisReduce { x, .. }
+            | NodeKind::Line { x, .. } => *x = f(*x),
             NodeKind::Binary { a, b, .. } => {
                 *a = f(*a);
                 *b = f(*b);
@@ -365,6 +374,7 @@ impl NodeKind {
             NodeKind::WindowReduce { .. } => "window",
             NodeKind::Scan { .. } => "scan",
             NodeKind::AxisReduce { .. } => "reduce",
+            NodeKind::Line { .. } => "line",
         }
     }
 

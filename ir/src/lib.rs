@@ -9,6 +9,7 @@
 pub mod builder;
 pub mod error;
 pub mod graph;
+pub mod line;
 pub mod network;
 pub mod parser;
 pub mod passes;
@@ -19,4 +20,5 @@ pub mod types;
 pub use builder::GraphBuilder;
 pub use error::BuildError;
 pub use graph::{BinaryOp, Footprint, Graph, Node, NodeId, NodeKind, ReduceOp, UnaryOp};
+pub use line::{LineKeep, LineOp, LineProgram};
 pub use types::{Border, DType, Scalar, TensorType};

@@ -112,6 +112,10 @@ fn write_node(out: &mut String, id: usize, node: &Node) {
         NodeKind::AxisReduce { x, axis, op } => {
             let _ = write!(out, "reduce {} {x} axis={axis}", op.name());
         }
+        NodeKind::Line { x, program } => {
+            // Not yet in the parsed text form (docs/IR_TEXT.md): printed for reading.
+            let _ = write!(out, "line {x} {program:?}");
+        }
     }
     let _ = write!(out, " : {}", node.ty);
 }

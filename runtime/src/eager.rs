@@ -8,6 +8,7 @@
 
 mod elem;
 mod kernels;
+mod line;
 
 use std::sync::Arc;
 
@@ -288,25 +289,14 @@ fn eval_node(
         NodeKind::Select { cond, a, b } => {
             same_shape(&[*cond, *a, *b])?;
             let (sc, _) = operand(graph, values, *cond);
-            let c = typed::<KBool>(sc, i, name)?;
             let (sa, ta) = operand(graph, values, *a);
-            by_dtype!(ta.dtype, K => {
-                let av = typed::<K>(sa, i, name)?;
-                let bv = typed::<K>(operand(graph, values, *b).0, i, name)?;
-                K::wrap(kernels::map3(c, av, bv, |c, a, b| if c != 0 { a } else { b }))
-            })
+            let sb = operand(graph, values, *b).0;
+            eval_select(sc, sa, sb, ta.dtype, i, name)?
         }
         NodeKind::Cast { x, to } => {
             same_shape(&[*x])?;
             let (xs, tx) = operand(graph, values, *x);
-            if tx.dtype == *to {
-                xs.clone()
-            } else {
-                by_dtype!(tx.dtype, A => by_dtype!(*to, B => {
-                    let src = typed::<A>(xs, i, name)?;
-                    B::wrap(kernels::map1(src, |v| B::from_f64(A::to_f64(v))))
-                }))
-            }
+            eval_cast(xs, tx.dtype, *to, i, name)?
         }
         NodeKind::Gather { x, offset, border } => {
             same_shape(&[*x])?;
@@ -380,6 +370,10 @@ fn eval_node(
                 with_combiner!(op, K, f => K::wrap(kernels::scan(src, shape, *axis, f)))
             })
         }
+        NodeKind::Line { x, program } => {
+            let (xs, tx) = operand(graph, values, *x);
+            line::run(program, xs, tx, i, name)?
+        }
         NodeKind::AxisReduce { x, axis, op } => {
             let (xs, tx) = operand(graph, values, *x);
             let in_shape = &tx.shape;
@@ -400,6 +394,40 @@ fn eval_node(
             })
         }
     })
+}
+
+/// `c ? a : b` elementwise (`a` and `b` of dtype `d`), for node `i` of kind `name`.
+fn eval_select(
+    sc: &Storage,
+    sa: &Storage,
+    sb: &Storage,
+    d: DType,
+    i: usize,
+    name: &str,
+) -> Result<Storage, RuntimeError> {
+    let c = typed::<KBool>(sc, i, name)?;
+    Ok(by_dtype!(d, K => {
+        let av = typed::<K>(sa, i, name)?;
+        let bv = typed::<K>(sb, i, name)?;
+        K::wrap(kernels::map3(c, av, bv, |c, a, b| if c != 0 { a } else { b }))
+    }))
+}
+
+/// Elementwise conversion of `xs` (of `from`) to `to`, for node `i` of kind `name`.
+fn eval_cast(
+    xs: &Storage,
+    from: DType,
+    to: DType,
+    i: usize,
+    name: &str,
+) -> Result<Storage, RuntimeError> {
+    if from == to {
+        return Ok(xs.clone());
+    }
+    Ok(by_dtype!(from, A => by_dtype!(to, B => {
+        let src = typed::<A>(xs, i, name)?;
+        B::wrap(kernels::map1(src, |v| B::from_f64(A::to_f64(v))))
+    })))
 }
 
 /// Checks an offset has one entry per spatial dim of `shape`.

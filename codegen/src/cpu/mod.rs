@@ -7,7 +7,6 @@
 //! interior fast path (fixed offsets, no bounds checks, F32X4 vectors) and a scalar border
 //! path that remaps column indices.
 
-mod along;
 mod bytevec;
 mod clean;
 mod colbody;
@@ -16,6 +15,7 @@ mod edge;
 mod facts;
 mod guard;
 mod jit;
+mod line;
 mod nanguard;
 mod plan;
 mod rawnan;
@@ -40,7 +40,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
-use kiln_ir::{Border, DType, ReduceOp};
+use kiln_ir::{Border, DType};
 
 use crate::kernel::{Kernel, KernelBody, Source};
 use crate::{CodegenError, CompileOptions};
@@ -104,29 +104,27 @@ pub type RowsFn = unsafe extern "C" fn(
     nrows: i64,
 );
 
-/// `out[x] = op(acc[x], src[x])` for `x < width` (strides in elements): one step of a scan or
-/// reduction along an outer axis.
-pub type CombineFn = unsafe extern "C" fn(
-    acc: *const u8,
-    acc_stride: i64,
+/// Walks `lanes` independent lines of a [`crate::kernel::Line`] body, each `n` elements long,
+/// running the step at every element in walking order. Lane `l`'s element `k` (in walking
+/// order) is at `src + (k * src_step + l * src_lane)` elements; where each `y` is kept it is
+/// written at `out + (k * out_step + l * out_lane)`, where the final carry is kept at
+/// `out + l * out_lane`. With `lanes > 1`, `scratch` holds `lanes * max(carries, 1) * 8`
+/// writable bytes (unused with one lane). A seeded line (`LineInit::First`) with `n < 1`
+/// writes nothing.
+pub type LineFn = unsafe extern "C" fn(
     src: *const u8,
-    src_stride: i64,
+    src_step: i64,
+    src_lane: i64,
     out: *mut u8,
-    out_stride: i64,
-    width: i64,
+    out_step: i64,
+    out_lane: i64,
+    n: i64,
+    lanes: i64,
+    scratch: *mut u8,
 );
 
-/// A scan or reduction along the innermost axis of one row: with `scan != 0`,
-/// `out[x] = op(out[x-1], src[x])` and `out[0] = src[0]`; with `scan == 0`, `out[0]` gets the
-/// left fold of `src[0..width]`.
-pub type FoldFn = unsafe extern "C" fn(
-    src: *const u8,
-    src_stride: i64,
-    out: *mut u8,
-    out_stride: i64,
-    width: i64,
-    scan: i64,
-);
+/// Bytes of [`LineFn`] scratch per lane and carry.
+pub const LINE_CARRY_SLOT: usize = line::CARRY_SLOT as usize;
 
 /// A compiled stencil stage.
 #[derive(Clone)]
@@ -145,19 +143,9 @@ pub struct CpuStage {
 pub enum CpuBody {
     /// One row function per stage.
     Stencil(Vec<CpuStage>),
-    /// A scan (`scan == true`) or axis reduction along `axis`.
-    AlongAxis {
-        /// Axis into the full shape.
-        axis: usize,
-        /// Combining op.
-        op: ReduceOp,
-        /// True for a scan, false for a reduction.
-        scan: bool,
-        /// Used when `axis` is the innermost axis.
-        fold: FoldFn,
-        /// Used when `axis` is an outer axis.
-        combine: CombineFn,
-    },
+    /// A line kernel: its walk as a [`LineFn`] (the line itself is in the kernel form,
+    /// [`CpuKernel::kernel`]).
+    Line(LineFn),
 }
 
 /// A kernel compiled for the host CPU. Owns the JIT memory its functions live in; the
@@ -241,11 +229,10 @@ impl CpuKernel {
         let mut s = String::new();
         let kind = match &self.body {
             CpuBody::Stencil(st) => format!("stencil, {} stage(s)", st.len()),
-            CpuBody::AlongAxis { axis, op, scan, .. } => format!(
-                "{} {:?} along axis {axis}",
-                if *scan { "scan" } else { "reduce" },
-                op
-            ),
+            CpuBody::Line(_) => match &self.kernel.body {
+                KernelBody::Line(line) => describe_line(line),
+                _ => "line".into(),
+            },
         };
         let _ = writeln!(
             s,
@@ -495,39 +482,24 @@ fn compile_with(
             }
             CpuBody::Stencil(out)
         }
-        KernelBody::Scan { axis, op } | KernelBody::AxisReduce { axis, op } => {
+        KernelBody::Line(_) => {
             let mut j = jit::Jit::new()?;
-            let scan = matches!(kernel.body, KernelBody::Scan { .. });
-            let dtype = along::validate(kernel, *axis, *op)?;
-            let fold = j.define("fold", &along::fold_params(), |b, params| {
-                along::build_fold(b, dtype, *op, params, fault)
-            })?;
-            let combine = j.define("combine", &along::combine_params(), |b, params| {
-                along::build_combine(b, dtype, *op, params, fault)
+            let line = line::validate(kernel)?;
+            let (xd, yd) = (kernel.inputs[0], kernel.output);
+            let f = j.define("line", &line::params(), |b, params| {
+                line::build(b, line, xd, yd, params, fault)
             })?;
             notes.push(format!(
-                "{dtype} {op:?}: scalar fold (innermost axis) and combine (outer axes)"
+                "{}: scalar walk, carries in registers (one lane) or scratch (lanes)",
+                describe_line(line)
             ));
             let module = j.finish()?;
-            let fp = module.get_finalized_function(fold);
-            let cp = module.get_finalized_function(combine);
+            let fp = module.get_finalized_function(f);
             modules.push(module);
-            // SAFETY: both functions were defined with the parameter lists of `FoldFn` and
-            // `CombineFn` (pointers and i64s, no result, C calling convention); their code is
+            // SAFETY: the function was defined with the parameter list of `LineFn` (nine
+            // i64s for pointers and integers, no result, C calling convention); its code is
             // owned by `module`, which the returned `CpuKernel` keeps alive (`modules`).
-            let (fold, combine) = unsafe {
-                (
-                    std::mem::transmute::<*const u8, FoldFn>(fp),
-                    std::mem::transmute::<*const u8, CombineFn>(cp),
-                )
-            };
-            CpuBody::AlongAxis {
-                axis: *axis,
-                op: *op,
-                scan,
-                fold,
-                combine,
-            }
+            CpuBody::Line(unsafe { std::mem::transmute::<*const u8, LineFn>(fp) })
         }
     };
     Ok(CpuKernel {
@@ -577,4 +549,22 @@ fn stage_groups(
 /// Size in bytes of one element, as used for address arithmetic.
 fn esize(d: DType) -> i64 {
     d.size_bytes() as i64
+}
+
+/// `scan Sum along axis 3` for the plain folds, else a summary.
+fn describe_line(line: &crate::kernel::Line) -> String {
+    match line.as_fold() {
+        Some((scan, op)) => format!(
+            "{} {op:?} along axis {}",
+            if scan { "scan" } else { "reduce" },
+            line.axis
+        ),
+        None => format!(
+            "line {:?} along axis {}, {} carries, {} step values",
+            line.direction,
+            line.axis,
+            line.carries.len(),
+            line.step.len()
+        ),
+    }
 }

@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
-use kiln_ir::{BinaryOp, Border, DType, ReduceOp, Scalar, UnaryOp};
+use kiln_ir::{BinaryOp, Border, DType, Scalar, UnaryOp};
 
 use super::{err, PtxModule, PtxTarget, Schedule, BLOCK_1D, BLOCK_2D, MAX_SHARED_BYTES};
 use crate::kernel::{Kernel, KernelBody, Op, Source, Stage};
@@ -15,6 +15,10 @@ const CANON_F64: &str = "0x7FF8000000000000";
 macro_rules! e {
     ($em:expr, $($arg:tt)*) => { $em.line(format!($($arg)*)) };
 }
+
+/// Line bodies (a child module: it uses this module's private emitter).
+#[path = "line.rs"]
+mod line;
 
 /// Which version of a stage program to emit.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -1406,124 +1410,16 @@ pub(super) fn render(
                 }
             }
         }
-        KernelBody::Scan { axis, op } => {
-            text.push_str(&lines(kernel, *axis, *op, true, options)?);
+        KernelBody::Line(l) => {
+            text.push_str(&line::render(kernel, l, options)?);
             module.entries.push("kiln_lines".into());
             module.schedule = Schedule::Lines {
-                axis: *axis,
-                scan: true,
-            };
-            module.block = BLOCK_1D;
-        }
-        KernelBody::AxisReduce { axis, op } => {
-            text.push_str(&lines(kernel, *axis, *op, false, options)?);
-            module.entries.push("kiln_lines".into());
-            module.schedule = Schedule::Lines {
-                axis: *axis,
-                scan: false,
+                axis: l.axis,
+                scan: l.keeps_each(),
             };
             module.block = BLOCK_1D;
         }
     }
     module.text = text;
     Ok(module)
-}
-
-/// A scan or axis reduction: one thread per line, sequential along `axis`.
-fn lines(
-    kernel: &Kernel,
-    axis: usize,
-    op: ReduceOp,
-    scan: bool,
-    options: &CompileOptions,
-) -> Result<String, CodegenError> {
-    let mut em = Em::new(kernel, options);
-    let r = kernel.rank;
-    let d = kernel.output;
-    let bin = op.combiner();
-    let (t32, c32, n32) = (em.r(), em.r(), em.r());
-    let (li, step, total) = (em.rd(), em.rd(), em.rd());
-    e!(em, "mov.u32 {t32}, %tid.x");
-    e!(em, "mov.u32 {c32}, %ctaid.x");
-    e!(em, "mov.u32 {n32}, %nctaid.x");
-    let t64 = em.rd();
-    e!(em, "mul.wide.u32 {li}, {c32}, {}", BLOCK_1D[0]);
-    e!(em, "cvt.u64.u32 {t64}, {t32}");
-    e!(em, "add.s64 {li}, {li}, {t64}");
-    e!(em, "mul.wide.u32 {step}, {n32}, {}", BLOCK_1D[0]);
-    e!(em, "mov.u64 {total}, 1");
-    for k in 0..r {
-        if k != axis {
-            let n = em.dim(k);
-            e!(em, "mul.lo.s64 {total}, {total}, {n}");
-        }
-    }
-    let n_axis = em.dim(axis);
-    let in_sa = em.in_stride(0, axis);
-    let out_sa = em.out_stride(axis);
-    let (lp, end) = (em.label("line"), em.label("end"));
-    em.put_label(&lp);
-    let p = em.p();
-    e!(em, "setp.ge.s64 {p}, {li}, {total}");
-    e!(em, "@{p} bra {end}");
-    let mut rest = li.clone();
-    let (in_off, out_off) = (em.rd(), em.rd());
-    e!(em, "mov.u64 {in_off}, 0");
-    e!(em, "mov.u64 {out_off}, 0");
-    for k in (0..r).rev() {
-        if k == axis {
-            continue;
-        }
-        let n = em.dim(k);
-        let (q, c) = (em.rd(), em.rd());
-        e!(em, "div.u64 {q}, {rest}, {n}");
-        e!(em, "mul.lo.s64 {c}, {q}, {n}");
-        e!(em, "sub.s64 {c}, {rest}, {c}");
-        let (si, so) = (em.in_stride(0, k), em.out_stride(k));
-        e!(em, "mad.lo.s64 {in_off}, {c}, {si}, {in_off}");
-        e!(em, "mad.lo.s64 {out_off}, {c}, {so}, {out_off}");
-        rest = q;
-    }
-    let es = d.size_bytes();
-    let (ia, oa) = (em.rd(), em.rd());
-    let in0 = em.ins[0].clone();
-    let out = em.out.clone();
-    e!(em, "mad.lo.s64 {ia}, {in_off}, {es}, {in0}");
-    e!(em, "mad.lo.s64 {oa}, {out_off}, {es}, {out}");
-    let (istep, ostep) = (em.rd(), em.rd());
-    e!(em, "mul.lo.s64 {istep}, {in_sa}, {es}");
-    e!(em, "mul.lo.s64 {ostep}, {out_sa}, {es}");
-    let acc = em.reg(d);
-    let x0 = em.load("global", d, &ia, None);
-    em.mov(d, &acc, &x0);
-    if scan {
-        em.store("global", d, &oa, &acc);
-    }
-    let (i, ia2, oa2) = (em.rd(), em.rd(), em.rd());
-    e!(em, "mov.u64 {i}, 1");
-    e!(em, "mov.u64 {ia2}, {ia}");
-    e!(em, "mov.u64 {oa2}, {oa}");
-    let (la, ld) = (em.label("along"), em.label("alongdone"));
-    em.put_label(&la);
-    let q = em.p();
-    e!(em, "setp.ge.s64 {q}, {i}, {n_axis}");
-    e!(em, "@{q} bra {ld}");
-    e!(em, "add.s64 {ia2}, {ia2}, {istep}");
-    e!(em, "add.s64 {oa2}, {oa2}, {ostep}");
-    let x = em.load("global", d, &ia2, None);
-    let v = em.binary(bin, d, &acc, &x);
-    em.mov(d, &acc, &v);
-    if scan {
-        em.store("global", d, &oa2, &acc);
-    }
-    e!(em, "add.s64 {i}, {i}, 1");
-    e!(em, "bra {la}");
-    em.put_label(&ld);
-    if !scan {
-        em.store("global", d, &oa, &acc);
-    }
-    e!(em, "add.s64 {li}, {li}, {step}");
-    e!(em, "bra {lp}");
-    em.put_label(&end);
-    Ok(em.finish("kiln_lines", ""))
 }

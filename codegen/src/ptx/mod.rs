@@ -16,8 +16,8 @@
 //!   at an offset along an outer axis, or a chain of stages deeper than producer → consumer):
 //!   one entry point per stage, launched in order, earlier stages written to a global
 //!   scratch buffer.
-//! * [`Schedule::Lines`]: scans and axis reductions, one thread per independent line,
-//!   sequential along the axis (left fold).
+//! * [`Schedule::Lines`]: line bodies (scans, axis reductions and other recurrences), one
+//!   thread per independent line, sequential along the axis (`line.rs`).
 
 mod emit;
 pub mod ptxas;
@@ -82,11 +82,12 @@ pub enum Schedule {
     /// One entry point per stage, launched in order; stage `j` (but the last) writes the
     /// scratch buffer at byte offset `scratch_offsets[j]`, later stages read it.
     Staged,
-    /// One thread per line along `axis` (scan or axis reduction of input 0).
+    /// One thread per line along `axis` (a line body over input 0).
     Lines {
         /// Axis into the full shape.
         axis: usize,
-        /// True for a scan, false for a reduction (output has length 1 along `axis`).
+        /// True when each step value is kept, false when the final carry is (output has
+        /// length 1 along `axis`).
         scan: bool,
     },
 }
@@ -301,9 +302,7 @@ fn validate(kernel: &Kernel) -> Result<(), CodegenError> {
         return Err(err(format!("rank {r} outside 3..=10")));
     }
     match &kernel.body {
-        KernelBody::Scan { axis, op } | KernelBody::AxisReduce { axis, op } => {
-            crate::validate::check_along(kernel, *axis, *op).map(|_| ())
-        }
+        KernelBody::Line(_) => crate::validate::check_line(kernel).map(|_| ()),
         KernelBody::Stencil { .. } => crate::validate::check_stencil(kernel),
     }
     .map_err(err)

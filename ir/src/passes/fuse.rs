@@ -12,6 +12,8 @@ pub enum GroupKind {
     Scan,
     /// An axis reduction (the group's only member).
     AxisReduce,
+    /// A line recurrence (the group's only member).
+    Line,
 }
 
 /// One kernel's worth of nodes.
@@ -61,7 +63,7 @@ pub const MAX_INLINE_TREE: usize = 16;
 ///   that is a cheap pointwise tree: it and the members it depends on (stopping at group
 ///   inputs and stages) are all pointwise kinds and number at most [`MAX_INLINE_TREE`]. Such
 ///   a tree is inlined with its loads shifted. A gather read at zero offset is a plain load.
-/// - Scan and axis-reduction groups have exactly one member, the root, which is also the only
+/// - Scan, axis-reduction and line groups have exactly one member, the root, which is also the only
 ///   stage; their operand is always materialised.
 /// - Nodes no output depends on are not scheduled (run [`crate::passes::dce::dce`] first).
 ///
@@ -85,7 +87,7 @@ pub fn fuse(graph: &Graph) -> Partition {
     let is_reduction = |i: usize| {
         matches!(
             graph.nodes[i].kind,
-            NodeKind::Scan { .. } | NodeKind::AxisReduce { .. }
+            NodeKind::Scan { .. } | NodeKind::AxisReduce { .. } | NodeKind::Line { .. }
         )
     };
 
@@ -128,6 +130,7 @@ pub fn fuse(graph: &Graph) -> Partition {
         let kind = match node.kind {
             NodeKind::Scan { .. } => GroupKind::Scan,
             NodeKind::AxisReduce { .. } => GroupKind::AxisReduce,
+            NodeKind::Line { .. } => GroupKind::Line,
             _ => GroupKind::Stencil,
         };
         if kind != GroupKind::Stencil {
@@ -225,6 +228,7 @@ impl GroupKind {
             GroupKind::Stencil => "stencil",
             GroupKind::Scan => "scan",
             GroupKind::AxisReduce => "axis_reduce",
+            GroupKind::Line => "line",
         }
     }
 }

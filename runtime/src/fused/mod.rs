@@ -8,9 +8,9 @@
 //! Execution (see ARCHITECTURE.md, "CPU schedule"): groups run in partition order; each
 //! group writes a fresh contiguous tensor. Stencil kernels run row functions over blocks of
 //! output rows (`stencil`); scans and axis reductions run fold/combine functions over
-//! independent lines (`along`).
+//! independent lines (`line`).
 
-mod along;
+mod line;
 mod out_ptr;
 mod placement;
 mod stencil;
@@ -681,20 +681,19 @@ pub(crate) fn run_kernel(
                 plans,
             )
         }
-        CpuBody::AlongAxis {
-            axis,
-            scan,
-            fold,
-            combine,
-            ..
-        } => {
+        CpuBody::Line(func) => {
+            let kiln_codegen::kernel::KernelBody::Line(line) = &k.body else {
+                return Err(RuntimeError::Shape(
+                    "compiled line from a non-line kernel".into(),
+                ));
+            };
             let x = args.first().ok_or(RuntimeError::InputCount {
                 expected: 1,
                 got: 0,
             })?;
-            // Scans and reductions have no clean-input form (`cpu::clean_kernel` specialises
+            // Line kernels have no clean-input form (`cpu::clean_kernel` specialises
             // stencils only).
-            let out = along::run(x, *axis, *scan, *fold, *combine, shape, reuse)?;
+            let out = line::run(x, line, *func, k.output, shape, reuse)?;
             Ok((out, stencil::CleanBlocks::default()))
         }
     }
