@@ -21,6 +21,7 @@ mod values;
 
 pub use clean::{clean_f32, clean_f64, clean_kernel, f32_purity, Purity};
 pub use shift::STEP_CODE_BUDGET;
+pub use jit::{CodeReloc, FunctionCode};
 
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicUsize, Ordering};
