@@ -104,19 +104,21 @@ impl CudaEngine {
     }
 
     fn load(&self, kernel: &Kernel, options: &CompileOptions) -> Result<Arc<Loaded>, CudaError> {
-        let (loaded, _) = self.cache.get_or_compile(kernel.clone(), options, |kernel| {
-            let module = ptx::render(kernel, &self.target, options)?;
-            let m = self
-                .ctx
-                .load_module(Ptx::from_src(module.text.clone()))
-                .map_err(drv)?;
-            let funcs = module
-                .entries
-                .iter()
-                .map(|n| m.load_function(n).map_err(drv))
-                .collect::<Result<Vec<_>, CudaError>>()?;
-            Ok::<_, CudaError>(Arc::new(Loaded { module, funcs }))
-        })?;
+        let (loaded, _) = self
+            .cache
+            .get_or_compile(kernel.clone(), options, |kernel| {
+                let module = ptx::render(kernel, &self.target, options)?;
+                let m = self
+                    .ctx
+                    .load_module(Ptx::from_src(module.text.clone()))
+                    .map_err(drv)?;
+                let funcs = module
+                    .entries
+                    .iter()
+                    .map(|n| m.load_function(n).map_err(drv))
+                    .collect::<Result<Vec<_>, CudaError>>()?;
+                Ok::<_, CudaError>(Arc::new(Loaded { module, funcs }))
+            })?;
         Ok(loaded)
     }
 

@@ -345,6 +345,9 @@ impl<B: Backend> Program<B> {
 
     /// The code image of every group's artifact, in group order.
     pub fn code_images(&self, backend: &B) -> Result<Vec<CodeImage>, B::Error> {
-        self.artifacts.iter().map(|a| backend.code_image(a)).collect()
+        self.artifacts
+            .iter()
+            .map(|a| backend.code_image(a))
+            .collect()
     }
 }

@@ -31,8 +31,11 @@ fn the_executor_caches_kernels_across_shapes_and_matches_eager() {
     assert_eq!(exec.backend().stats().kernels_compiled, 2);
     // Another shape of the same rank: the same kernel forms, served from the cache.
     let g2 = graph(&[2, 1, 7, 3]);
-    let x = Tensor::from_f32((0..42).map(|i| (i as f32 * 0.7).sin()).collect(), &[2, 1, 7, 3])
-        .unwrap();
+    let x = Tensor::from_f32(
+        (0..42).map(|i| (i as f32 * 0.7).sin()).collect(),
+        &[2, 1, 7, 3],
+    )
+    .unwrap();
     let got = exec.run(&g2, std::slice::from_ref(&x)).unwrap();
     assert_eq!(exec.backend().stats().kernels_compiled, 2);
     let want = kiln_runtime::eager::run(&g2, std::slice::from_ref(&x)).unwrap();
@@ -78,7 +81,10 @@ fn code_images_hold_the_emitted_machine_code() {
         .iter()
         .flat_map(|im| im.symbols.iter().map(|s| s.name.as_str()))
         .collect();
-    assert!(names.contains(&"fold") && names.contains(&"combine"), "{names:?}");
+    assert!(
+        names.contains(&"fold") && names.contains(&"combine"),
+        "{names:?}"
+    );
     // The backend gives the same image for the same kernel.
     let backend = CpuBackend::default();
     let a = backend.compile(&compiled.kernels[0].kernel).unwrap();

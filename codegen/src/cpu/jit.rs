@@ -16,9 +16,9 @@ use std::sync::Mutex;
 use cranelift_codegen::ir::{
     types, AbiParam, ExternalName, InstBuilder, Type, UserFuncName, Value,
 };
-use cranelift_codegen::FinalizedRelocTarget;
 use cranelift_codegen::settings::{self, Configurable};
 use cranelift_codegen::Context;
+use cranelift_codegen::FinalizedRelocTarget;
 use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext};
 use cranelift_jit::{JITBuilder, JITModule};
 use cranelift_module::{default_libcall_names, FuncId, Linkage, Module};

@@ -20,8 +20,8 @@ mod shift;
 mod values;
 
 pub use clean::{clean_f32, clean_f64, clean_kernel, f32_purity, Purity};
-pub use shift::STEP_CODE_BUDGET;
 pub use jit::{CodeReloc, FunctionCode};
+pub use shift::STEP_CODE_BUDGET;
 
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicUsize, Ordering};

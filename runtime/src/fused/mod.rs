@@ -17,8 +17,8 @@ mod out_ptr;
 mod placement;
 mod stencil;
 mod tiers;
-pub(crate) use stencil::{CleanBlocks, RunCache};
 pub use stencil::SCRATCH_BUDGET;
+pub(crate) use stencil::{CleanBlocks, RunCache};
 pub use tiers::{Upgrade, UPGRADE_STEP_BUDGET};
 
 use std::collections::HashMap;
@@ -447,9 +447,10 @@ impl CompiledGraph {
                     .ok_or_else(|| RuntimeError::Shape(format!("no kernel for group {gi}")))?
                     .clone();
                 let reuse = writer.get(&group.root).and_then(|&k| dest[k].take());
-                let plans = self.plans.get(gi).ok_or_else(|| {
-                    RuntimeError::Shape(format!("no plan cache for group {gi}"))
-                })?;
+                let plans = self
+                    .plans
+                    .get(gi)
+                    .ok_or_else(|| RuntimeError::Shape(format!("no plan cache for group {gi}")))?;
                 let (out, blocks) =
                     run_kernel(&kernel, args, &root.ty.shape, scratch_budget, reuse, plans)?;
                 clean_blocks.clean += blocks.clean;

@@ -109,7 +109,11 @@ pub fn check(runners: &[&dyn Runner], graph: &Graph, what: &str) {
                 .unwrap_or_else(|e| panic!("{what}: {} failed ({how}): {e}", r.name()));
             assert_eq!(want.len(), got.len(), "{what}: {} output count", r.name());
             for (k, (w, g)) in want.iter().zip(&got).enumerate() {
-                assert!(g.is_contiguous(), "{what}: {} output {k} not contiguous", r.name());
+                assert!(
+                    g.is_contiguous(),
+                    "{what}: {} output {k} not contiguous",
+                    r.name()
+                );
                 if let Some(d) = first_difference(w, g) {
                     panic!(
                         "{what}: output {k}, {how}, shape {:?}: eager vs {} differ at {d}",
@@ -180,7 +184,6 @@ pub fn data(dtype: DType, shape: &[usize], seed: u64, specials: bool) -> Tensor 
     Tensor::from_storage(storage, shape).unwrap()
 }
 
-
 pub const SHAPES_2D: [[usize; 4]; 7] = [
     [1, 1, 1, 1],
     [1, 1, 1, 9],
@@ -243,7 +246,13 @@ pub fn median3(dtype: DType, shape: &[usize], border: Border) -> Graph {
     b.finish(&[out]).unwrap()
 }
 
-pub fn window(dtype: DType, shape: &[usize], op: ReduceOp, fp: &Footprint, border: Border) -> Graph {
+pub fn window(
+    dtype: DType,
+    shape: &[usize],
+    op: ReduceOp,
+    fp: &Footprint,
+    border: Border,
+) -> Graph {
     let mut b = GraphBuilder::new();
     let x = b.input(dtype, shape).unwrap();
     let w = b.window_reduce(x, op, fp, border).unwrap();
