@@ -10,7 +10,7 @@
 //! Exactness: every output is compared with `first_difference` (bits, dtype and shape),
 //! never with a tolerance. Limits: a target that cannot run here (no GPU) makes its tests
 //! print SKIP and check nothing; they do not claim a pass in their output.
-#![allow(dead_code, unused_macros)] // Each test crate uses the part it needs.
+#![allow(dead_code, unused_macros, unused_imports)] // Each test crate uses the part it needs.
 
 use kiln_ir::{
     BinaryOp, Border, DType, Footprint, Graph, GraphBuilder, NodeId, ReduceOp, Scalar, UnaryOp,
@@ -22,6 +22,19 @@ use kiln_runtime::tensor::first_difference;
 use kiln_runtime::{Storage, Tensor};
 
 use crate::common::{Rng, SPECIAL_F32};
+
+pub mod ops;
+
+/// Every case, under one path for [`conformance_tests!`].
+pub mod cases {
+    pub use super::ops::*;
+    pub use super::{
+        grey_opening_and_a_gather_of_it, median_network_with_nan_mask,
+        network_with_extra_wires_and_two_outputs, pointwise_chains_with_casts_and_mixed_groups,
+        scans_and_reductions_along_every_axis, shifted_pointwise_trees_under_constant_borders,
+        three_d_stencils, unusual_outputs_and_unused_inputs, windows_under_every_border,
+    };
+}
 
 /// Something that runs graphs on a target.
 pub trait Runner {
@@ -55,7 +68,15 @@ macro_rules! conformance_tests {
             three_d_stencils,
             scans_and_reductions_along_every_axis,
             pointwise_chains_with_casts_and_mixed_groups,
-            unusual_outputs_and_unused_inputs
+            unusual_outputs_and_unused_inputs,
+            median_blur_all_k,
+            median_filter_all_k_all_modes,
+            grey_morphology_all_k_all_modes,
+            grey_morphology_rectangular_and_origin,
+            gradient_magnitude_all_modes,
+            binary_erosion_structures_and_border_values,
+            f64_operators,
+            large_windows_take_the_decomposed_path
         );
     };
     (@cases $runners:path, $($case:ident),*) => {
@@ -67,7 +88,7 @@ macro_rules! conformance_tests {
                 };
                 let refs: Vec<&dyn conformance::Runner> =
                     runners.iter().map(|r| r.as_ref()).collect();
-                conformance::$case(&refs);
+                conformance::cases::$case(&refs);
             }
         )*
     };
@@ -101,7 +122,18 @@ pub fn check(runners: &[&dyn Runner], graph: &Graph, what: &str) {
             .collect();
         layouts_data.push((format!("contiguous, specials {specials}"), inputs));
     }
-    for (how, inputs) in &layouts_data {
+    check_sets(runners, graph, what, &layouts_data);
+}
+
+/// Runs `graph` eagerly and on every runner on each named input set of `sets`; asserts
+/// equal bits and contiguous outputs.
+pub fn check_sets(
+    runners: &[&dyn Runner],
+    graph: &Graph,
+    what: &str,
+    sets: &[(String, Vec<Tensor>)],
+) {
+    for (how, inputs) in sets {
         let want = eager::run(graph, inputs).unwrap();
         for r in runners {
             let got = r
