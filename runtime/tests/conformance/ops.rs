@@ -41,7 +41,9 @@ fn tied(dtype: DType, shape: &[usize], seed: u64) -> Tensor {
                 .collect(),
             shape,
         ),
-        DType::Bool => Tensor::from_bool((0..n).map(|_| r.next() % 8 != 0).collect(), shape),
+        DType::Bool => {
+            Tensor::from_bool((0..n).map(|_| !r.next().is_multiple_of(8)).collect(), shape)
+        }
         DType::U8 => Tensor::from_u8((0..n).map(|_| (r.next() % 3) as u8).collect(), shape),
     }
     .unwrap()
