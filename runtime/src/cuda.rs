@@ -8,8 +8,7 @@
 //!
 //! Status: built and type-checked without CUDA; not yet run on a GPU (see docs/PTX.md).
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use cudarc::driver::sys::CUevent_flags;
 use cudarc::driver::{
@@ -22,6 +21,7 @@ use kiln_codegen::{CodegenError, CompileOptions};
 use kiln_ir::DType;
 use thiserror::Error;
 
+use crate::executor::KernelCache;
 use crate::tensor::{Storage, Tensor};
 
 /// Errors of the CUDA engine.
@@ -59,7 +59,7 @@ pub struct CudaEngine {
     ctx: Arc<CudaContext>,
     stream: Arc<CudaStream>,
     target: PtxTarget,
-    cache: Mutex<HashMap<(Kernel, CompileOptions), Arc<Loaded>>>,
+    cache: KernelCache<Arc<Loaded>>,
 }
 
 impl CudaEngine {
@@ -94,7 +94,7 @@ impl CudaEngine {
             ctx,
             stream,
             target,
-            cache: Mutex::new(HashMap::new()),
+            cache: KernelCache::default(),
         })
     }
 
@@ -104,30 +104,21 @@ impl CudaEngine {
     }
 
     fn load(&self, kernel: &Kernel, options: &CompileOptions) -> Result<Arc<Loaded>, CudaError> {
-        let key = (kernel.clone(), options.clone());
-        if let Some(l) = self
+        let (loaded, _) = self
             .cache
-            .lock()
-            .map_err(|_| drv("cache lock poisoned"))?
-            .get(&key)
-        {
-            return Ok(l.clone());
-        }
-        let module = ptx::render(kernel, &self.target, options)?;
-        let m = self
-            .ctx
-            .load_module(Ptx::from_src(module.text.clone()))
-            .map_err(drv)?;
-        let funcs = module
-            .entries
-            .iter()
-            .map(|n| m.load_function(n).map_err(drv))
-            .collect::<Result<Vec<_>, _>>()?;
-        let loaded = Arc::new(Loaded { module, funcs });
-        self.cache
-            .lock()
-            .map_err(|_| drv("cache lock poisoned"))?
-            .insert(key, loaded.clone());
+            .get_or_compile(kernel.clone(), options, |kernel| {
+                let module = ptx::render(kernel, &self.target, options)?;
+                let m = self
+                    .ctx
+                    .load_module(Ptx::from_src(module.text.clone()))
+                    .map_err(drv)?;
+                let funcs = module
+                    .entries
+                    .iter()
+                    .map(|n| m.load_function(n).map_err(drv))
+                    .collect::<Result<Vec<_>, CudaError>>()?;
+                Ok::<_, CudaError>(Arc::new(Loaded { module, funcs }))
+            })?;
         Ok(loaded)
     }
 

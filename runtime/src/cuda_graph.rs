@@ -1,23 +1,25 @@
-//! Running whole graphs on CUDA (feature `cuda`): the same pass pipeline and partition as the
-//! CPU [`crate::fused::Engine`], one PTX kernel per fused group, launched in partition order
-//! on one stream. Graph inputs are uploaded once; intermediates stay in device memory and are
-//! freed after their last reader; only the graph outputs are copied back.
+//! Running whole graphs on CUDA (feature `cuda`): the executor's pass pipeline
+//! ([`crate::executor::lower_graph`] for [`StageStorage::DevicePasses`]) and group walk
+//! ([`crate::executor::walk_groups`]), one PTX kernel per fused group
+//! ([`crate::backend::cuda::launch_group`]), launched in partition order on one stream.
+//! Graph inputs are uploaded once; intermediates stay in device memory and are freed after
+//! their last reader; only the graph outputs are copied back.
 //!
 //! Status: built and type-checked without CUDA; without a driver [`CudaEngine::new`] returns a
 //! clear error. Not yet run on a GPU (see docs/PTX.md).
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use kiln_codegen::kernel::Kernel;
-use kiln_codegen::lower::lower;
 use kiln_codegen::CompileOptions;
-use kiln_ir::passes::{fuse, optimize_for, GroupKind, Partition, StageStorage};
-use kiln_ir::{Graph, NodeId, NodeKind};
+use kiln_ir::passes::{Partition, StageStorage};
+use kiln_ir::{Graph, NodeKind};
 
+use crate::backend::cuda::launch_group;
 use crate::cuda::{CudaEngine, CudaError, DeviceTensor};
 use crate::eager::check_inputs;
-use crate::tensor::{Storage, Tensor};
+use crate::executor::{fresh_copy, lower_graph, walk_groups, Lowered};
+use crate::tensor::Tensor;
 
 /// A graph lowered to kernels for the CUDA engine (no device state: kernels are rendered and
 /// loaded by the engine's cache on first launch).
@@ -37,13 +39,11 @@ impl CudaGraph {
     /// step), except that the pipeline is the one for recomputed stages
     /// ([`StageStorage::DevicePasses`]: no window doubling chains).
     pub fn compile(graph: &Graph, options: CompileOptions) -> Result<CudaGraph, CudaError> {
-        let optimized = optimize_for(graph, StageStorage::DevicePasses);
-        let partition = fuse(&optimized);
-        let kernels = partition
-            .groups
-            .iter()
-            .map(|g| lower(&optimized, g))
-            .collect::<Result<Vec<_>, _>>()?;
+        let Lowered {
+            optimized,
+            partition,
+            kernels,
+        } = lower_graph(graph, StageStorage::DevicePasses)?;
         Ok(CudaGraph {
             optimized,
             partition,
@@ -86,62 +86,22 @@ impl CudaGraph {
                 inputs.len()
             )));
         }
-        if self.kernels.len() != self.partition.groups.len() {
-            return Err(CudaError::Inputs(format!(
-                "{} kernels for {} groups",
-                self.kernels.len(),
-                self.partition.groups.len()
-            )));
-        }
-        // Remaining readers of each materialised value, so intermediates are freed early.
-        let mut uses = self.partition.reads(g);
-        let mut values: HashMap<NodeId, Arc<DeviceTensor>> = HashMap::new();
-        for (group, kernel) in self.partition.groups.iter().zip(&self.kernels) {
-            let args = group
-                .inputs
-                .iter()
-                .map(|&i| value_of(g, &values, inputs, i))
-                .collect::<Result<Vec<_>, _>>()?;
-            let root = g.nodes.get(group.root.index()).ok_or_else(|| {
-                CudaError::Inputs(format!("group root {} does not exist", group.root))
-            })?;
-            // Stencils run over the output's shape; scans and reductions over the input's.
-            let dims: Vec<usize> = match (group.kind, args.first()) {
-                (GroupKind::Stencil, _) => root.ty.shape.clone(),
-                (_, Some(x)) => x.shape().to_vec(),
-                (_, None) => {
-                    return Err(CudaError::Inputs(format!(
-                        "{} group {} without an input",
-                        group.kind.name(),
-                        group.root
-                    )))
-                }
-            };
-            let refs: Vec<&DeviceTensor> = args.iter().map(|a| a.as_ref()).collect();
-            let out = engine.launch(kernel, &self.options, &refs, &dims)?;
-            if out.shape() != root.ty.shape.as_slice() || out.dtype() != root.ty.dtype {
-                return Err(CudaError::Inputs(format!(
-                    "group {} produced {} {:?}, the graph says {}",
-                    group.root,
-                    out.dtype(),
-                    out.shape(),
-                    root.ty
-                )));
-            }
-            values.insert(group.root, Arc::new(out));
-            for &i in &group.inputs {
-                if let Some(u) = uses.get_mut(&i) {
-                    *u -= 1;
-                    if *u == 0 {
-                        values.remove(&i);
-                    }
-                }
-            }
-        }
-        g.outputs
-            .iter()
-            .map(|&o| value_of(g, &values, inputs, o))
-            .collect()
+        walk_groups(
+            g,
+            &self.partition,
+            self.kernels.len(),
+            inputs,
+            |gi, group, args, root| {
+                let kernel = self.kernels.get(gi).ok_or_else(|| {
+                    CudaError::Inputs(format!(
+                        "{} kernels for {} groups",
+                        self.kernels.len(),
+                        self.partition.groups.len()
+                    ))
+                })?;
+                launch_group(engine, &self.options, kernel, group, args, &root.ty)
+            },
+        )
     }
 
     /// Runs the graph on host `inputs`; returns its outputs as fresh contiguous host tensors.
@@ -157,13 +117,7 @@ impl CudaGraph {
                 let t = inputs.get(index).ok_or_else(|| {
                     CudaError::Inputs(format!("output {k} reads missing input {index}"))
                 })?;
-                let c = t.to_contiguous();
-                let fresh = if Arc::ptr_eq(c.storage(), t.storage()) {
-                    Tensor::from_storage(Storage::clone(c.storage()), c.shape())?
-                } else {
-                    c
-                };
-                host.push(fresh);
+                host.push(fresh_copy(t)?);
             } else {
                 host.push(engine.download(o)?);
             }
@@ -196,31 +150,6 @@ impl CudaGraph {
         }
         Ok(times)
     }
-}
-
-/// The device tensor holding node `id`'s value: a graph input or a computed group root.
-fn value_of(
-    g: &Graph,
-    values: &HashMap<NodeId, Arc<DeviceTensor>>,
-    inputs: &[Arc<DeviceTensor>],
-    id: NodeId,
-) -> Result<Arc<DeviceTensor>, CudaError> {
-    let node = g
-        .nodes
-        .get(id.index())
-        .ok_or_else(|| CudaError::Inputs(format!("node {id} does not exist")))?;
-    if let NodeKind::Input { index } = node.kind {
-        return inputs
-            .get(index)
-            .cloned()
-            .ok_or_else(|| CudaError::Inputs(format!("graph input {index} missing")));
-    }
-    values.get(&id).cloned().ok_or_else(|| {
-        CudaError::Inputs(format!(
-            "{id} ({}) is used before any kernel computed it",
-            node.kind.name()
-        ))
-    })
 }
 
 #[cfg(test)]

@@ -1,17 +1,21 @@
 //! kiln-runtime: tensors, the eager executor (the oracle) and the fused executor.
 
+pub mod backend;
 #[cfg(feature = "cuda")]
 pub mod cuda;
 #[cfg(feature = "cuda")]
 pub mod cuda_graph;
 pub mod eager;
+pub mod executor;
 pub mod fused;
 mod inline;
 pub mod memory;
 pub mod npy;
 pub mod tensor;
+pub mod tuning;
 
 pub use tensor::{Storage, Tensor};
+pub use tuning::{Stats, Tuning};
 
 use thiserror::Error;
 

@@ -1,12 +1,13 @@
-//! The fused engine against the eager oracle, bit for bit, on hand-built graphs: networks,
-//! windows under every border, multi-stage kernels, 3-D stencils, scans and reductions along
-//! every axis, pointwise chains with casts; over degenerate and odd shapes, windows bigger
-//! than the image, strided inputs, and data full of NaN payloads, infinities, signed zeros,
-//! subnormals and ties.
+//! The fused engine against the eager oracle, bit for bit, where the engine has more than
+//! the conformance suite checks (`conformance/`, instantiated for the CPU in
+//! `conformance_cpu.rs`): dedicated thread pools, the kernel cache, bad inputs, offset
+//! views, planted faults, NaN-mask elision; over data full of NaN payloads, infinities,
+//! signed zeros, subnormals and ties.
 
 mod common;
+mod conformance;
 
-use common::{Rng, SPECIAL_F32};
+use conformance::{cval_of, data, layouts, median3, sort_pairs, window, SHAPES_2D};
 use kiln_codegen::kernel::KernelBody;
 use kiln_codegen::{CompileOptions, Fault};
 use kiln_ir::{
@@ -15,62 +16,7 @@ use kiln_ir::{
 use kiln_runtime::eager;
 use kiln_runtime::fused::Engine;
 use kiln_runtime::tensor::first_difference;
-use kiln_runtime::{Storage, Tensor};
-
-/// Deterministic test data of `dtype`: small integers (many ties), random values and the
-/// special values above.
-fn data(dtype: DType, shape: &[usize], seed: u64, specials: bool) -> Tensor {
-    let n: usize = shape.iter().product();
-    let mut r = Rng::new(seed);
-    let storage = match dtype {
-        DType::F32 => Storage::F32(
-            (0..n)
-                .map(|_| {
-                    let k = r.next();
-                    match k % 8 {
-                        0 if specials => f32::from_bits(SPECIAL_F32[(k / 8) as usize % 12]),
-                        1 | 2 => ((k / 8) % 5) as f32 - 2.0,
-                        _ => (k % 20011) as f32 * 0.013 - 100.0,
-                    }
-                })
-                .collect(),
-        ),
-        DType::F64 => Storage::F64(
-            (0..n)
-                .map(|_| {
-                    let k = r.next();
-                    match k % 8 {
-                        0 if specials => {
-                            let s = f32::from_bits(SPECIAL_F32[(k / 8) as usize % 12]);
-                            if s.is_nan() {
-                                f64::from_bits(0x7ff8_0000_0000_0000 | (k & 0xffff))
-                            } else {
-                                s as f64
-                            }
-                        }
-                        1 | 2 => ((k / 8) % 5) as f64 - 2.0,
-                        _ => (k % 20011) as f64 * 0.0131 - 100.0,
-                    }
-                })
-                .collect(),
-        ),
-        DType::U8 => Storage::U8((0..n).map(|_| (r.next() % 256) as u8).collect()),
-        DType::Bool => Storage::Bool((0..n).map(|_| r.next().is_multiple_of(3) as u8).collect()),
-    };
-    Tensor::from_storage(storage, shape).unwrap()
-}
-
-/// Memory layouts for an input of rank `rank`: contiguous, last two axes swapped, channels
-/// last.
-fn layouts(rank: usize) -> Vec<Vec<usize>> {
-    let id: Vec<usize> = (0..rank).collect();
-    let mut t = id.clone();
-    t.swap(rank - 1, rank - 2);
-    let mut cl = vec![0];
-    cl.extend(2..rank);
-    cl.push(1);
-    vec![id, t, cl]
-}
+use kiln_runtime::Tensor;
 
 /// An engine whose multi-stage kernels run in chunks of the fewest output rows.
 static CHUNKED: std::sync::OnceLock<Engine> = std::sync::OnceLock::new();
@@ -141,145 +87,8 @@ fn check(engine: &Engine, graph: &Graph, what: &str) {
     }
 }
 
-const SHAPES_2D: [[usize; 4]; 7] = [
-    [1, 1, 1, 1],
-    [1, 1, 1, 9],
-    [1, 1, 9, 1],
-    [1, 1, 2, 3],
-    [2, 3, 7, 5],
-    [1, 1, 17, 33],
-    [1, 2, 40, 21],
-];
-
-fn cval_of(dtype: DType) -> Scalar {
-    match dtype {
-        DType::F32 => Scalar::f32(-0.0),
-        DType::F64 => Scalar::f64(f64::from_bits(0x7ff8_0000_0000_0042)),
-        DType::U8 => Scalar::U8(17),
-        DType::Bool => Scalar::Bool(true),
-    }
-}
-
-/// Odd-even transposition sort network on `n` wires (n rounds): a valid sorting network.
-fn sort_pairs(n: u32) -> Vec<(u32, u32)> {
-    let mut p = Vec::new();
-    for round in 0..n {
-        let mut i = round % 2;
-        while i + 1 < n {
-            p.push((i, i + 1));
-            i += 2;
-        }
-    }
-    p
-}
-
-/// kornia-style median 3x3: nine gathers under a border, a sorting network's middle wire,
-/// NaN where any tap is NaN.
-fn median3(dtype: DType, shape: &[usize], border: Border) -> Graph {
-    let mut b = GraphBuilder::new();
-    let x = b.input(dtype, shape).unwrap();
-    let mut taps = Vec::new();
-    for dy in -1..=1 {
-        for dx in -1..=1 {
-            taps.push(b.gather(x, &[dy, dx], border).unwrap());
-        }
-    }
-    let med = b.network(&taps, 9, &sort_pairs(9), 4).unwrap();
-    if !dtype.is_float() {
-        return b.finish(&[med]).unwrap();
-    }
-    let nans: Vec<NodeId> = taps
-        .iter()
-        .map(|&t| b.unary(UnaryOp::IsNan, t).unwrap())
-        .collect();
-    let mut any = nans[0];
-    for &n in &nans[1..] {
-        any = b.binary(BinaryOp::Or, any, n).unwrap();
-    }
-    let nan = b
-        .constant_like(Scalar::from_f64(dtype, f64::NAN), x)
-        .unwrap();
-    let out = b.select(any, nan, med).unwrap();
-    b.finish(&[out]).unwrap()
-}
-
-#[test]
-fn median_network_with_nan_mask() {
-    let engine = Engine::new();
-    for shape in SHAPES_2D {
-        for dtype in [DType::F32, DType::F64, DType::U8] {
-            for border in Border::all(cval_of(dtype)) {
-                let g = median3(dtype, &shape, border);
-                check(&engine, &g, &format!("median {dtype} {border}"));
-            }
-        }
-    }
-}
-
-#[test]
-fn network_with_extra_wires_and_two_outputs() {
-    let engine = Engine::new();
-    for dtype in [DType::F32, DType::U8, DType::Bool] {
-        let mut b = GraphBuilder::new();
-        let x = b.input(dtype, &[1, 1, 6, 7]).unwrap();
-        let y = b.gather(x, &[0, 1], Border::Wrap).unwrap();
-        let z = b.gather(x, &[1, -1], Border::Mirror).unwrap();
-        let pairs = [(0, 3), (1, 2), (0, 1), (2, 3), (1, 2)];
-        let lo = b.network(&[x, y, z], 4, &pairs, 0).unwrap();
-        let hi = b.network(&[x, y, z], 4, &pairs, 3).unwrap();
-        let mid = b.network(&[x, y, z], 4, &pairs, 2).unwrap();
-        let g = b.finish(&[lo, hi, mid, x]).unwrap();
-        check(&engine, &g, &format!("network {dtype}"));
-    }
-}
-
-fn window(dtype: DType, shape: &[usize], op: ReduceOp, fp: &Footprint, border: Border) -> Graph {
-    let mut b = GraphBuilder::new();
-    let x = b.input(dtype, shape).unwrap();
-    let w = b.window_reduce(x, op, fp, border).unwrap();
-    b.finish(&[w]).unwrap()
-}
-
-#[test]
-fn windows_under_every_border() {
-    let engine = Engine::new();
-    let fps = [
-        Footprint::scipy_box(&[3, 3], &[0, 0]),
-        Footprint::scipy_box(&[2, 5], &[0, 1]),
-        Footprint::scipy_masked(
-            &[3, 3],
-            &[false, true, false, true, true, true, false, true, false],
-            &[0, 0],
-        ),
-        // bigger than most test images
-        Footprint::scipy_box(&[7, 9], &[0, 0]),
-    ];
-    for shape in SHAPES_2D {
-        for fp in &fps {
-            for (dtype, ops) in [
-                (
-                    DType::F32,
-                    &[ReduceOp::Min, ReduceOp::Max, ReduceOp::Sum][..],
-                ),
-                (DType::F64, &[ReduceOp::Sum, ReduceOp::Max][..]),
-                (DType::U8, &[ReduceOp::Sum, ReduceOp::Min][..]),
-                (DType::Bool, &[ReduceOp::Any, ReduceOp::All][..]),
-            ] {
-                for &op in ops {
-                    for border in Border::all(cval_of(dtype)) {
-                        let g = window(dtype, &shape, op, fp, border);
-                        check(
-                            &engine,
-                            &g,
-                            &format!("window {dtype} {op:?} {border} {fp:?}"),
-                        );
-                    }
-                }
-            }
-        }
-    }
-}
-
+/// The value checks of the opening are in the conformance suite
+/// (`grey_opening_and_a_gather_of_it`); this checks that it is one two-stage kernel.
 #[test]
 fn grey_opening_is_two_stages() {
     let engine = Engine::new();
@@ -292,165 +101,14 @@ fn grey_opening_is_two_stages() {
                 let e = b.window_reduce(x, ReduceOp::Min, &fp, border).unwrap();
                 let d = b.window_reduce(e, ReduceOp::Max, &fp, border).unwrap();
                 let g = b.finish(&[d]).unwrap();
-                check(&engine, &g, &format!("opening {dtype} {border}"));
                 let compiled = engine.compile(&g).unwrap();
                 assert_eq!(compiled.kernel_count(), 1, "opening is one kernel");
                 match &compiled.kernels[0].kernel.body {
                     KernelBody::Stencil { stages } => assert_eq!(stages.len(), 2),
                     other => panic!("{other:?}"),
                 }
-                // three stages: top-hat style x - opening, with a gather of the opening
-                let mut b = GraphBuilder::new();
-                let x = b.input(dtype, &shape).unwrap();
-                let e = b.window_reduce(x, ReduceOp::Min, &fp, border).unwrap();
-                let d = b.window_reduce(e, ReduceOp::Max, &fp, border).unwrap();
-                let s = b.gather(d, &[-2, 3], Border::Wrap).unwrap();
-                let t = b.binary(BinaryOp::Max, s, x).unwrap();
-                let g = b.finish(&[t]).unwrap();
-                check(&engine, &g, &format!("opening+gather {dtype} {border}"));
             }
         }
-    }
-}
-
-#[test]
-fn shifted_pointwise_trees_under_constant_borders() {
-    let engine = Engine::new();
-    for shape in SHAPES_2D {
-        for border in Border::all(Scalar::f32(3.5)) {
-            let mut b = GraphBuilder::new();
-            let x = b.input(DType::F32, &shape).unwrap();
-            let y = b.input(DType::F32, &shape).unwrap();
-            let two = b.constant_like(Scalar::f32(2.0), x).unwrap();
-            let m = b.binary(BinaryOp::Mul, x, two).unwrap();
-            let a = b.binary(BinaryOp::Sub, m, y).unwrap();
-            let s = b.unary(UnaryOp::Abs, a).unwrap();
-            let g1 = b.gather(s, &[1, -2], border).unwrap();
-            let g2 = b.gather(s, &[-1, 0], border).unwrap();
-            let c = b
-                .gather(two, &[0, 5], Border::Constant(Scalar::f32(-1.0)))
-                .unwrap();
-            let p = b.binary(BinaryOp::Add, g1, g2).unwrap();
-            let q = b.binary(BinaryOp::Mul, p, c).unwrap();
-            let w = b
-                .window_reduce(
-                    s,
-                    ReduceOp::Sum,
-                    &Footprint::scipy_box(&[3, 3], &[0, 0]),
-                    border,
-                )
-                .unwrap();
-            let out = b.binary(BinaryOp::Add, q, w).unwrap();
-            let g = b.finish(&[out]).unwrap();
-            check(&engine, &g, &format!("shifted tree {border}"));
-        }
-    }
-}
-
-#[test]
-fn three_d_stencils() {
-    let engine = Engine::new();
-    for shape in [
-        [1, 1, 1, 1, 1],
-        [1, 1, 3, 1, 4],
-        [1, 2, 5, 6, 7],
-        [2, 1, 4, 9, 3],
-    ] {
-        for border in Border::all(Scalar::f32(0.25)) {
-            let fp = Footprint::scipy_box(&[3, 3, 3], &[0, 0, 0]);
-            let mut b = GraphBuilder::new();
-            let x = b.input(DType::F32, &shape).unwrap();
-            let e = b.window_reduce(x, ReduceOp::Min, &fp, border).unwrap();
-            let d = b.window_reduce(e, ReduceOp::Max, &fp, border).unwrap();
-            let s = b.window_reduce(x, ReduceOp::Sum, &fp, border).unwrap();
-            let g = b.gather(x, &[2, -1, 1], border).unwrap();
-            let o = b.binary(BinaryOp::Add, s, g).unwrap();
-            let graph = b.finish(&[d, o]).unwrap();
-            check(&engine, &graph, &format!("3-D {border} {shape:?}"));
-        }
-    }
-    // 1-D spatial: rows are (b, c) only.
-    for border in Border::all(Scalar::U8(9)) {
-        let mut b = GraphBuilder::new();
-        let x = b.input(DType::U8, &[2, 3, 11]).unwrap();
-        let w = b
-            .window_reduce(x, ReduceOp::Sum, &Footprint::scipy_box(&[5], &[1]), border)
-            .unwrap();
-        let e = b
-            .window_reduce(w, ReduceOp::Max, &Footprint::scipy_box(&[3], &[0]), border)
-            .unwrap();
-        let graph = b.finish(&[e]).unwrap();
-        check(&engine, &graph, &format!("1-D {border}"));
-    }
-}
-
-#[test]
-fn scans_and_reductions_along_every_axis() {
-    let engine = Engine::new();
-    for shape in [
-        [1usize, 1, 1, 1],
-        [2, 3, 4, 5],
-        [1, 1, 1, 300],
-        [1, 1, 300, 1],
-        [3, 2, 9, 17],
-    ] {
-        for axis in 0..4 {
-            for (dtype, ops) in [
-                (
-                    DType::F32,
-                    &[ReduceOp::Sum, ReduceOp::Min, ReduceOp::Max][..],
-                ),
-                (DType::F64, &[ReduceOp::Sum][..]),
-                (DType::U8, &[ReduceOp::Sum, ReduceOp::Max][..]),
-                (DType::Bool, &[ReduceOp::Any, ReduceOp::All][..]),
-            ] {
-                for &op in ops {
-                    let mut b = GraphBuilder::new();
-                    let x = b.input(dtype, &shape).unwrap();
-                    let s = b.scan(x, axis, op).unwrap();
-                    let r = b.axis_reduce(x, axis, op).unwrap();
-                    let g = b.finish(&[s, r]).unwrap();
-                    check(
-                        &engine,
-                        &g,
-                        &format!("scan/reduce {dtype} {op:?} axis {axis}"),
-                    );
-                }
-            }
-        }
-    }
-}
-
-#[test]
-fn pointwise_chains_with_casts_and_mixed_groups() {
-    let engine = Engine::new();
-    for shape in SHAPES_2D {
-        let mut b = GraphBuilder::new();
-        let x = b.input(DType::F32, &shape).unwrap();
-        let u = b.input(DType::U8, &shape).unwrap();
-        let xs = b.unary(UnaryOp::Sqrt, x).unwrap();
-        let xn = b.unary(UnaryOp::Neg, xs).unwrap();
-        let xd = b.cast(xn, DType::F64).unwrap();
-        let uf = b.cast(u, DType::F64).unwrap();
-        let q = b.binary(BinaryOp::Div, xd, uf).unwrap();
-        let qf = b.cast(q, DType::F32).unwrap();
-        let qu = b.cast(qf, DType::U8).unwrap();
-        let w = b.binary(BinaryOp::Mul, qu, u).unwrap();
-        let wd = b.binary(BinaryOp::Div, u, qu).unwrap();
-        let lt = b.binary(BinaryOp::Lt, w, wd).unwrap();
-        let fin = b.unary(UnaryOp::IsFinite, x).unwrap();
-        let both = b.binary(BinaryOp::And, lt, fin).unwrap();
-        let nb = b.unary(UnaryOp::Not, both).unwrap();
-        let sel = b.select(nb, qf, x).unwrap();
-        let bf = b.cast(both, DType::F32).unwrap();
-        let mn = b.binary(BinaryOp::Min, sel, bf).unwrap();
-        // a stencil over a scan output, and a scan over a stencil output
-        let sc = b.scan(mn, 3, ReduceOp::Sum).unwrap();
-        let gs = b.gather(sc, &[1, 1], Border::Reflect).unwrap();
-        let mx = b.binary(BinaryOp::Max, gs, mn).unwrap();
-        let red = b.axis_reduce(mx, 2, ReduceOp::Min).unwrap();
-        let g = b.finish(&[mx, red, u, nb]).unwrap();
-        check(&engine, &g, &format!("pointwise chain {shape:?}"));
     }
 }
 
@@ -579,22 +237,6 @@ fn the_comparison_catches_planted_faults() {
             ..Default::default()
         });
         assert!(differs(&engine, graph), "{fault:?} went unnoticed");
-    }
-}
-
-#[test]
-fn unusual_outputs_and_unused_inputs() {
-    let engine = Engine::new();
-    for shape in [[1usize, 1, 1, 1], [1, 2, 5, 4]] {
-        let mut b = GraphBuilder::new();
-        let x = b.input(DType::F32, &shape).unwrap();
-        let _unused = b.input(DType::U8, &shape).unwrap();
-        let k = b.constant_like(Scalar::f32(-0.0), x).unwrap();
-        let p = b.binary(BinaryOp::Add, x, k).unwrap();
-        let g1 = b.gather(p, &[1, 1], Border::Wrap).unwrap();
-        let q = b.binary(BinaryOp::Mul, g1, p).unwrap();
-        let g = b.finish(&[q, k, p, q, x]).unwrap();
-        check(&engine, &g, &format!("unusual outputs {shape:?}"));
     }
 }
 

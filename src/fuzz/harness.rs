@@ -1,5 +1,6 @@
 //! The differential harness: runs a case through the eager oracle and a candidate executor
-//! (the fused engine), each under `catch_unwind`, and compares every output bit for bit.
+//! (the fused engine, or the runtime's one executor over the CUDA backend), each under
+//! `catch_unwind`, and compares every output bit for bit.
 
 use std::cell::Cell;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -126,17 +127,20 @@ pub struct Fused {
 impl Fused {
     /// A fresh engine compiling with `fault` planted (`None`: normal code).
     pub fn new(fault: Option<Fault>) -> Fused {
+        let tuning = kiln_runtime::Tuning {
+            compile: CompileOptions {
+                fault,
+                ..Default::default()
+            },
+            ..Default::default()
+        };
         Fused {
             fault,
-            engine: kiln_runtime::fused::Engine::with_options(CompileOptions {
-                fault,
-                ..Default::default()
+            engine: kiln_runtime::fused::Engine::with_tuning(tuning.clone()),
+            first: kiln_runtime::fused::Engine::with_tuning(kiln_runtime::Tuning {
+                tiering: false,
+                ..tuning
             }),
-            first: kiln_runtime::fused::Engine::with_options(CompileOptions {
-                fault,
-                ..Default::default()
-            })
-            .with_tiering(false),
             before: KernelPaths::default(),
         }
     }
@@ -184,37 +188,33 @@ impl Executor for Fused {
     }
 }
 
-/// The CUDA graph executor ([`kiln_runtime::cuda_graph::CudaGraph`]) on device 0, with
-/// optional planted fault. Only with the `cuda` feature.
+/// The runtime's executor over the CUDA backend ([`kiln_runtime::backend::cuda`]) on
+/// device 0, with optional planted fault. Only with the `cuda` feature.
 #[cfg(feature = "cuda")]
 pub struct Cuda {
-    fault: Option<Fault>,
-    engine: kiln_runtime::cuda::CudaEngine,
+    exec: kiln_runtime::executor::Executor<kiln_runtime::backend::cuda::CudaBackend>,
 }
 
 #[cfg(feature = "cuda")]
 impl Cuda {
     /// Opens device 0; a one-line error without a driver or GPU.
     pub fn new(fault: Option<Fault>) -> Result<Cuda, String> {
-        let engine = kiln_runtime::cuda::CudaEngine::new(0).map_err(|e| e.to_string())?;
-        Ok(Cuda { fault, engine })
+        let options = CompileOptions {
+            fault,
+            ..Default::default()
+        };
+        let backend = kiln_runtime::backend::cuda::CudaBackend::open(0, options)
+            .map_err(|e| e.to_string())?;
+        Ok(Cuda {
+            exec: kiln_runtime::executor::Executor::new(backend),
+        })
     }
 }
 
 #[cfg(feature = "cuda")]
 impl Executor for Cuda {
     fn run(&mut self, graph: &Graph, inputs: &[Tensor]) -> Result<Vec<Tensor>, String> {
-        let compiled = kiln_runtime::cuda_graph::CudaGraph::compile(
-            graph,
-            CompileOptions {
-                fault: self.fault,
-                ..Default::default()
-            },
-        )
-        .map_err(|e| e.to_string())?;
-        compiled
-            .run(&self.engine, inputs)
-            .map_err(|e| e.to_string())
+        self.exec.run(graph, inputs).map_err(|e| e.to_string())
     }
 }
 

@@ -1,12 +1,24 @@
-//! The Cranelift JIT set-up shared by every CPU kernel: ISA flags, function definition and
-//! ownership of the finalized code.
+//! The Cranelift JIT set-up shared by every CPU kernel: ISA flags, function definition,
+//! ownership of the finalized code, and a copy of each function's machine code.
+//!
+//! The copy ([`FunctionCode`]: the bytes Cranelift emitted, before the JIT linked them, with
+//! their relocations) is what `CpuKernel::machine_code` hands out for serialised code images
+//! (the runtime's `CodeImage`). Taking it reads the compiled buffer after
+//! `define_function`; it changes nothing that is emitted, so the code that runs is the same
+//! bytes as without it. Limits: the bytes are unlinked (calls between functions of a kernel
+//! are relocations), and a split-off border function is reached through a cell whose
+//! address is an immediate in the code, valid only in this process.
 
+use std::collections::HashMap;
 use std::sync::atomic::AtomicUsize;
 use std::sync::Mutex;
 
-use cranelift_codegen::ir::{types, AbiParam, InstBuilder, Type, UserFuncName, Value};
+use cranelift_codegen::ir::{
+    types, AbiParam, ExternalName, InstBuilder, Type, UserFuncName, Value,
+};
 use cranelift_codegen::settings::{self, Configurable};
 use cranelift_codegen::Context;
+use cranelift_codegen::FinalizedRelocTarget;
 use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext};
 use cranelift_jit::{JITBuilder, JITModule};
 use cranelift_module::{default_libcall_names, FuncId, Linkage, Module};
@@ -17,11 +29,53 @@ fn cl_err(what: &str, e: impl std::fmt::Debug) -> CodegenError {
     CodegenError::Cranelift(format!("{what}: {e:?}"))
 }
 
+/// The machine code of one compiled function, as Cranelift emitted it (unlinked).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FunctionCode {
+    /// The function's name in its module (`stage0_rows`, `fold`, ...).
+    pub name: String,
+    /// The code bytes, constants included, before relocation.
+    pub bytes: Vec<u8>,
+    /// The places the linker patches.
+    pub relocs: Vec<CodeReloc>,
+}
+
+/// A relocation of a [`FunctionCode`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CodeReloc {
+    /// Byte offset in the function's code.
+    pub offset: u32,
+    /// Cranelift's relocation kind (`Abs8`, `X86CallPCRel4`, ...).
+    pub kind: String,
+    /// The symbol referred to: a function name of the same kernel, a library call, or
+    /// `+N` for an offset inside the function itself.
+    pub target: String,
+    /// The addend.
+    pub addend: i64,
+}
+
 /// A JIT module being filled with functions.
 pub(crate) struct Jit {
     module: JITModule,
     ctx: Context,
     fctx: FunctionBuilderContext,
+    /// Declared function names by their `FuncId` index (relocation targets).
+    names: HashMap<u32, String>,
+    /// Copies of the functions defined so far.
+    code: Vec<FunctionCode>,
+}
+
+/// A finalized JIT module with the copies of its functions' machine code.
+pub(crate) struct Finished {
+    module: JITModule,
+    code: Vec<FunctionCode>,
+}
+
+impl Finished {
+    /// The address of finalized function `id` (see `JITModule::get_finalized_function`).
+    pub(crate) fn get_finalized_function(&self, id: FuncId) -> *const u8 {
+        self.module.get_finalized_function(id)
+    }
 }
 
 impl Jit {
@@ -72,7 +126,46 @@ impl Jit {
             module,
             ctx,
             fctx: FunctionBuilderContext::new(),
+            names: HashMap::new(),
+            code: Vec::new(),
         })
+    }
+
+    /// Copies the machine code of the function just defined in `self.ctx` (call after a
+    /// successful `define_function`, before the context is cleared).
+    fn capture(&mut self, name: &str) {
+        let Some(compiled) = self.ctx.compiled_code() else {
+            return;
+        };
+        let funcs = self.ctx.func.params.user_named_funcs();
+        let relocs = compiled
+            .buffer
+            .relocs()
+            .iter()
+            .map(|r| {
+                let target = match &r.target {
+                    FinalizedRelocTarget::Func(off) => format!("+{off}"),
+                    FinalizedRelocTarget::ExternalName(ExternalName::User(u)) => {
+                        let index = funcs.get(*u).map(|n| n.index);
+                        index
+                            .and_then(|i| self.names.get(&i).cloned())
+                            .unwrap_or_else(|| format!("{u:?}"))
+                    }
+                    FinalizedRelocTarget::ExternalName(other) => format!("{other:?}"),
+                };
+                CodeReloc {
+                    offset: r.offset,
+                    kind: format!("{:?}", r.kind),
+                    target,
+                    addend: r.addend,
+                }
+            })
+            .collect();
+        self.code.push(FunctionCode {
+            name: name.to_string(),
+            bytes: compiled.code_buffer().to_vec(),
+            relocs,
+        });
     }
 
     /// The signature of a function with parameters `params` and no result, in this
@@ -97,6 +190,7 @@ impl Jit {
             .module
             .declare_function(name, Linkage::Local, &sig)
             .map_err(|e| cl_err(name, e))?;
+        self.names.insert(id.as_u32(), name.to_string());
         self.module.clear_context(&mut self.ctx);
         self.ctx.func.signature = sig;
         self.ctx.func.name = UserFuncName::user(0, id.as_u32());
@@ -129,6 +223,9 @@ impl Jit {
                 eprintln!("; {name}\n{text}");
             }
         }
+        if r.is_ok() {
+            self.capture(name);
+        }
         self.module.clear_context(&mut self.ctx);
         r.map(|()| id)
     }
@@ -147,6 +244,7 @@ impl Jit {
             .module
             .declare_function(name, Linkage::Local, &sig)
             .map_err(|e| cl_err(name, e))?;
+        self.names.insert(id.as_u32(), name.to_string());
         self.module.clear_context(&mut self.ctx);
         self.ctx.func.signature = sig;
         self.ctx.func.name = UserFuncName::user(0, id.as_u32());
@@ -174,16 +272,23 @@ impl Jit {
             .module
             .define_function(id, &mut self.ctx)
             .map_err(|e| cl_err(name, e));
+        if r.is_ok() {
+            self.capture(name);
+        }
         self.module.clear_context(&mut self.ctx);
         r.map(|()| id)
     }
 
-    /// Finalizes every defined function and hands over the module.
-    pub(crate) fn finish(mut self) -> Result<JITModule, CodegenError> {
+    /// Finalizes every defined function and hands over the module with the copies of its
+    /// functions' machine code.
+    pub(crate) fn finish(mut self) -> Result<Finished, CodegenError> {
         self.module
             .finalize_definitions()
             .map_err(|e| cl_err("finalize", e))?;
-        Ok(self.module)
+        Ok(Finished {
+            module: self.module,
+            code: self.code,
+        })
     }
 }
 
@@ -192,14 +297,32 @@ impl Jit {
 pub(crate) struct CodeOwner {
     modules: Mutex<Vec<JITModule>>,
     _cells: Box<[AtomicUsize]>,
+    /// The machine code of every function of the modules, in module order.
+    code: Vec<FunctionCode>,
 }
 
 impl CodeOwner {
-    pub(crate) fn new(modules: Vec<JITModule>, cells: Box<[AtomicUsize]>) -> CodeOwner {
-        CodeOwner {
-            modules: Mutex::new(modules),
-            _cells: cells,
+    pub(crate) fn new(modules: Vec<Finished>, cells: Box<[AtomicUsize]>) -> CodeOwner {
+        let mut code = Vec::new();
+        let mut jit = Vec::with_capacity(modules.len());
+        for m in modules {
+            code.extend(m.code);
+            jit.push(m.module);
         }
+        CodeOwner {
+            modules: Mutex::new(jit),
+            _cells: cells,
+            code,
+        }
+    }
+}
+
+impl super::CpuKernel {
+    /// The machine code of this kernel's functions (its first compile; specialisations
+    /// attached to it have their own), as Cranelift emitted them before linking: what a
+    /// serialised code image is made of.
+    pub fn machine_code(&self) -> &[FunctionCode] {
+        &self._code.code
     }
 }
 

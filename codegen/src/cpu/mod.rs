@@ -32,6 +32,7 @@ mod values;
 
 pub use clean::{clean_f32, clean_f64, clean_kernel, f32_purity, Purity};
 pub use guard::{attachable, compile_variant, Guard, GuardedVariant};
+pub use jit::{CodeReloc, FunctionCode};
 pub use schedule::row_schedules;
 pub use shift::STEP_CODE_BUDGET;
 

@@ -1,9 +1,11 @@
 //! The fused executor: compiles a graph into fused kernels (with a kernel cache) and runs
 //! them on rayon threads.
 //!
-//! Pipeline of [`Engine::compile`]: `optimize` (see `kiln_ir::passes::optimize`) `→ fuse →
-//! lower → cpu::compile`, the last step through a cache keyed by the kernel form and the compile options (no shapes or
-//! strides in the key: one compiled kernel serves every shape of the same rank and dtypes).
+//! Pipeline of [`Engine::compile`]: the executor's (`crate::executor::lower_graph`:
+//! `optimize → fuse → lower`), then `cpu::compile` through the executor's cache keyed by the
+//! kernel form and the compile options (no shapes or strides in the key: one compiled
+//! kernel serves every shape of the same rank and dtypes). Groups run through the
+//! executor's group walk (`crate::executor::walk_groups`).
 //!
 //! Execution (see ARCHITECTURE.md, "CPU schedule"): groups run in partition order; each
 //! group writes a fresh contiguous tensor. Stencil kernels run row functions over blocks of
@@ -18,63 +20,29 @@ mod tiers;
 #[doc(hidden)]
 pub use stencil::hooks as stencil_hooks;
 pub use stencil::SCRATCH_BUDGET;
+pub(crate) use stencil::{CleanBlocks, RunCache};
 pub use tiers::{Upgrade, UPGRADE_STEP_BUDGET};
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use kiln_codegen::cpu::{self, CpuBody, CpuKernel};
-use kiln_codegen::lower::lower;
 use kiln_codegen::{CompileOptions, Kernel};
-use kiln_ir::passes::{fuse, optimize, optimize_for, Partition, StageStorage};
+use kiln_ir::passes::Partition;
 use kiln_ir::{Graph, NodeId, NodeKind};
 
+use crate::backend::cpu::{CpuArtifact, CpuBackend};
+use crate::backend::{Backend, CodeImage};
 use crate::eager::check_inputs;
+use crate::executor::{fresh_copy, lock, lower_graph, walk_groups, Executor, Lowered};
 use crate::tensor::{Storage, Tensor};
+use crate::tuning::Tuning;
 use crate::RuntimeError;
 use placement::{Place, Placement};
 
-/// Counters of an [`Engine`]'s kernel cache.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct EngineStats {
-    /// Kernels compiled with Cranelift (cache misses).
-    pub kernels_compiled: usize,
-    /// Kernel requests served from the cache.
-    pub cache_hits: usize,
-    /// Total milliseconds spent in Cranelift.
-    pub compile_ms: f64,
-    /// Compiled kernels with at least one stage sharing work between neighbouring columns.
-    pub kernels_sharing_columns: usize,
-    /// Of those, kernels whose shared vector loop carries values from one step to the next.
-    pub kernels_carrying_values: usize,
-    /// Compiled kernels with at least one stage running edge vectors (the first and last
-    /// columns of rows as vectors).
-    pub kernels_with_edge_vectors: usize,
-    /// Compiled kernels whose max stages run the code of min stages on negated values
-    /// (first compiles; see `kiln_codegen::cpu::CpuKernel::dual_stages`).
-    pub kernels_with_dual_stages: usize,
-    /// Background compiles started (bigger steps, clean-input specialisation; see
-    /// [`Upgrade`]).
-    pub upgrades_started: usize,
-    /// Runs made on the calling thread (small, or a one-thread engine; see
-    /// [`INLINE_WORK`]).
-    pub inline_runs: usize,
-    /// Stencil row blocks computed by a kernel's clean-input specialisation after their
-    /// input rows checked clean.
-    pub clean_blocks: usize,
-    /// Stencil row blocks computed by a kernel's specialisation for clean inputs with clear
-    /// sign bits (integer picks; `cpu::compile_nonneg`) after their input rows checked so.
-    pub nonneg_blocks: usize,
-    /// Stencil row blocks that met a less clean input row partway through a specialisation
-    /// than it needs, and were computed again by a less specialised kernel.
-    pub clean_blocks_aborted: usize,
-}
-
-type CacheKey = (Kernel, CompileOptions);
-
-/// A cached kernel: its first compile and, when tiered, the background one.
-type Tiers = (Arc<CpuKernel>, Option<Arc<Upgrade>>);
+/// Counters of an [`Engine`]: the one stats struct of the fused executor.
+pub type EngineStats = crate::tuning::Stats;
 
 /// The inline work of an engine that does not time runs: runs of less
 /// [`CompiledGraph::estimated_work`] go to the calling thread (see `inline`), about 20 µs
@@ -86,18 +54,12 @@ type Tiers = (Arc<CpuKernel>, Option<Arc<Upgrade>>);
 pub const INLINE_WORK: u64 = 1 << 20;
 
 /// Compiles and runs graphs with fused kernels. Cheap to share between threads; compiled
-/// kernels are cached for the engine's lifetime.
+/// kernels are cached for the engine's lifetime. A thin user of the one executor
+/// ([`crate::executor`]) over the CPU backend ([`CpuBackend`]), adding a thread pool, run
+/// placement, kept row plans and output-buffer reuse.
 pub struct Engine {
-    options: CompileOptions,
-    cache: Mutex<HashMap<CacheKey, Tiers>>,
-    stats: Mutex<EngineStats>,
+    exec: Executor<CpuBackend>,
     pool: Option<rayon::ThreadPool>,
-    inline_work: u64,
-    /// Whether graphs of small work run where their timed runs put them (see `placement`).
-    adaptive: bool,
-    scratch_budget: usize,
-    window_doubling: bool,
-    tiering: bool,
 }
 
 impl Default for Engine {
@@ -106,83 +68,86 @@ impl Default for Engine {
     }
 }
 
-/// Locks `m`, also when another thread panicked while holding it: every mutex of the fused
-/// runtime guards state that each update writes whole (a cache entry, a counter, a kept
-/// buffer, a placement decision, a condition flag), so a poisoned lock is still usable.
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
-}
-
 impl Engine {
     /// An engine with default options, running on rayon's global thread pool.
     pub fn new() -> Engine {
-        Engine::with_options(CompileOptions::default())
+        Engine::with_tuning(Tuning::default())
     }
 
-    /// An engine with the given compile options.
+    /// An engine with the given compile options (and the default tuning otherwise).
     pub fn with_options(options: CompileOptions) -> Engine {
+        Engine::with_tuning(Tuning {
+            compile: options,
+            ..Tuning::default()
+        })
+    }
+
+    /// An engine tuned by `tuning`. If `tuning.threads` asks for a pool of its own and it
+    /// cannot be created, the engine uses rayon's global pool.
+    pub fn with_tuning(tuning: Tuning) -> Engine {
+        let pool = tuning
+            .threads
+            .and_then(|n| rayon::ThreadPoolBuilder::new().num_threads(n).build().ok());
         Engine {
-            options,
-            cache: Mutex::new(HashMap::new()),
-            stats: Mutex::new(EngineStats::default()),
-            pool: None,
-            inline_work: INLINE_WORK,
-            adaptive: true,
-            scratch_budget: stencil::SCRATCH_BUDGET,
-            window_doubling: true,
-            tiering: true,
+            exec: Executor::new(CpuBackend::new(tuning)),
+            pool,
         }
+    }
+
+    /// The tuning.
+    pub fn tuning(&self) -> &Tuning {
+        self.exec.backend().tuning()
+    }
+
+    fn tune(mut self, f: impl FnOnce(&mut Tuning)) -> Engine {
+        f(self.exec.backend_mut().tuning_mut());
+        self
     }
 
     /// Runs on a dedicated pool of `n` threads (`n == 0`: rayon's default count). If the
     /// pool cannot be created the engine keeps using rayon's global pool.
     pub fn with_threads(mut self, n: usize) -> Engine {
         self.pool = rayon::ThreadPoolBuilder::new().num_threads(n).build().ok();
-        self
+        self.tune(|t| t.threads = Some(n))
     }
 
     /// Runs of less estimated work than `work` run on the calling thread, the others on the
     /// engine's threads (0: only with one thread), always. Without this call, an engine
     /// decides per graph from timed runs on the calling thread (see `placement`). Results do
     /// not depend on it, only speed.
-    pub fn with_inline_work(mut self, work: u64) -> Engine {
-        self.inline_work = work;
-        self.adaptive = false;
-        self
+    pub fn with_inline_work(self, work: u64) -> Engine {
+        self.tune(|t| t.inline_work = Some(work))
     }
 
     /// Bytes of scratch rows a multi-stage stencil kernel keeps live per chunk of output rows
     /// (default [`SCRATCH_BUDGET`]); smaller budgets mean shorter chunks. Results
     /// do not depend on it, only speed (tests use tiny budgets to exercise the chunking).
-    pub fn with_scratch_budget(mut self, bytes: usize) -> Engine {
-        self.scratch_budget = bytes;
-        self
+    pub fn with_scratch_budget(self, bytes: usize) -> Engine {
+        self.tune(|t| t.scratch_budget = bytes)
     }
 
     /// With `false`, graphs are optimised without the `double_windows` pass (the pipeline
-    /// of [`StageStorage::DevicePasses`]); for same-process A/B runs. Results do not depend
+    /// of [`kiln_ir::passes::StageStorage::DevicePasses`]); for same-process A/B runs. Results do not depend
     /// on it, only speed.
-    pub fn with_window_doubling(mut self, on: bool) -> Engine {
-        self.window_doubling = on;
-        self
+    pub fn with_window_doubling(self, on: bool) -> Engine {
+        self.tune(|t| t.window_doubling = on)
     }
 
     /// With `false`, no kernel is recompiled in the background (bigger steps, the
     /// clean-input specialisation; see [`Upgrade`]). Results do not depend on it, only
     /// speed.
-    pub fn with_tiering(mut self, on: bool) -> Engine {
-        self.tiering = on;
-        self
+    pub fn with_tiering(self, on: bool) -> Engine {
+        self.tune(|t| t.tiering = on)
     }
 
     /// The compile options.
     pub fn options(&self) -> &CompileOptions {
-        &self.options
+        &self.tuning().compile
     }
 
-    /// A snapshot of the cache counters.
+    /// A snapshot of the counters.
     pub fn stats(&self) -> EngineStats {
-        lock(&self.stats).clone()
+        self.exec.backend().stats()
     }
 
     /// Number of threads kernels run on.
@@ -196,19 +161,17 @@ impl Engine {
     /// Optimises, fuses, lowers and compiles `graph` (kernels through the cache).
     pub fn compile(&self, graph: &Graph) -> Result<CompiledGraph, RuntimeError> {
         let t0 = Instant::now();
-        let optimized = if self.window_doubling {
-            optimize(graph)
-        } else {
-            optimize_for(graph, StageStorage::DevicePasses)
-        };
-        let partition = fuse(&optimized);
-        let mut kernels = Vec::with_capacity(partition.groups.len());
-        let mut upgrades = Vec::with_capacity(partition.groups.len());
-        for group in &partition.groups {
-            let kernel = lower(&optimized, group)?;
-            let (first, upgrade) = self.kernel_tiers(kernel)?;
-            kernels.push(first);
-            upgrades.push(upgrade);
+        let Lowered {
+            optimized,
+            partition,
+            kernels: forms,
+        } = lower_graph(graph, self.exec.backend().stage_storage())?;
+        let mut kernels = Vec::with_capacity(forms.len());
+        let mut upgrades = Vec::with_capacity(forms.len());
+        for kernel in forms {
+            let a = self.artifact(kernel)?;
+            kernels.push(a.first);
+            upgrades.push(a.upgrade);
         }
         let plans = partition_plans(&partition);
         Ok(CompiledGraph {
@@ -231,39 +194,17 @@ impl Engine {
     /// The compiled form of `kernel` (its first compile), from the cache or freshly
     /// compiled.
     pub fn kernel(&self, kernel: Kernel) -> Result<Arc<CpuKernel>, RuntimeError> {
-        Ok(self.kernel_tiers(kernel)?.0)
+        Ok(self.artifact(kernel)?.first)
     }
 
     /// The first compile of `kernel` and, when tiering applies, its background compile
-    /// (started here on a cache miss).
-    fn kernel_tiers(&self, kernel: Kernel) -> Result<Tiers, RuntimeError> {
-        let key = (kernel, self.options.clone());
-        if let Some(k) = lock(&self.cache).get(&key) {
-            lock(&self.stats).cache_hits += 1;
-            return Ok(k.clone());
+    /// (started on a cache miss), through the executor's cache.
+    fn artifact(&self, kernel: Kernel) -> Result<CpuArtifact, RuntimeError> {
+        let (a, compiled) = self.exec.artifact(kernel)?;
+        if !compiled {
+            self.exec.backend().count(|st| st.cache_hits += 1);
         }
-        // Compile outside the lock so other threads are not held up; if another thread
-        // compiled the same kernel meanwhile, its result is kept and ours dropped.
-        let compiled = Arc::new(cpu::compile(&key.0, &key.1)?);
-        let upgrade = if self.tiering && Upgrade::worthwhile(&compiled, &key.1) {
-            Upgrade::start(compiled.clone(), &key.1)
-        } else {
-            None
-        };
-        {
-            let mut st = lock(&self.stats);
-            st.kernels_compiled += 1;
-            st.compile_ms += compiled.compile_ms;
-            st.kernels_sharing_columns += usize::from(compiled.shared_column_stages > 0);
-            st.kernels_carrying_values += usize::from(compiled.carrying_stages > 0);
-            st.kernels_with_edge_vectors += usize::from(compiled.edge_vector_stages > 0);
-            st.kernels_with_dual_stages += usize::from(compiled.dual_stages);
-            st.upgrades_started += usize::from(upgrade.is_some());
-        }
-        Ok(lock(&self.cache)
-            .entry(key)
-            .or_insert((compiled, upgrade))
-            .clone())
+        Ok(a)
     }
 
     /// Runs `f` (a run of estimated `work`, see [`CompiledGraph::estimated_work`]) on the
@@ -278,10 +219,12 @@ impl Engine {
         placement: &Placement,
         f: impl FnOnce() -> R + Send,
     ) -> R {
-        let measured = self.threads() > 1 && self.adaptive && work < placement::MEASURED_MAX_WORK;
+        let adaptive = self.tuning().inline_work.is_none();
+        let inline_work = self.tuning().fixed_inline_work();
+        let measured = self.threads() > 1 && adaptive && work < placement::MEASURED_MAX_WORK;
         let (place, timed) = if measured {
             placement.choose()
-        } else if self.threads() <= 1 || (!self.adaptive && work < self.inline_work) {
+        } else if self.threads() <= 1 || (!adaptive && work < inline_work) {
             (Place::Caller, false)
         } else {
             (Place::Threads, false)
@@ -289,7 +232,7 @@ impl Engine {
         let start = Instant::now();
         let result = match place {
             Place::Caller => {
-                lock(&self.stats).inline_runs += 1;
+                self.exec.backend().count(|st| st.inline_runs += 1);
                 crate::inline::run(f)
             }
             Place::Threads => match &self.pool {
@@ -361,6 +304,20 @@ impl CompiledGraph {
     /// Number of kernels (fused groups).
     pub fn kernel_count(&self) -> usize {
         self.kernels.len()
+    }
+
+    /// The machine code of group `i`'s first compile as a serialisable [`CodeImage`].
+    pub fn code_image(&self, i: usize) -> Option<CodeImage> {
+        let k = self.kernels.get(i)?;
+        Some(CodeImage::from_functions(k.machine_code()))
+    }
+
+    /// [`CompiledGraph::code_image`] of every group, in order.
+    pub fn code_images(&self) -> Vec<CodeImage> {
+        self.kernels
+            .iter()
+            .map(|k| CodeImage::from_functions(k.machine_code()))
+            .collect()
     }
 
     /// The kernel a run uses for group `i` now: the background compile once it is ready,
@@ -462,25 +419,18 @@ impl CompiledGraph {
         crate::memory::ensure_fits(outputs.saturating_add(copies), "fused execution")
     }
 
-    /// Runs the groups in order. `dest[k]`, when present, is the storage output `k` is
-    /// written into: by the kernel of its group when the output is a group root (its first
-    /// occurrence among the outputs), else by a copy.
+    /// Runs the groups in order (the executor's group walk). `dest[k]`, when present, is
+    /// the storage output `k` is written into: by the kernel of its group when the output is
+    /// a group root (its first occurrence among the outputs), else by a copy.
     fn run_inner(
         &self,
         engine: &Engine,
         inputs: &[Tensor],
         mut dest: Vec<Option<Storage>>,
     ) -> Result<Vec<Tensor>, RuntimeError> {
-        let scratch_budget = engine.scratch_budget;
+        let scratch_budget = engine.tuning().scratch_budget;
         let mut clean_blocks = stencil::CleanBlocks::default();
         let g = &self.optimized;
-        if self.kernels.len() != self.partition.groups.len() {
-            return Err(RuntimeError::Shape(format!(
-                "{} kernels for {} groups",
-                self.kernels.len(),
-                self.partition.groups.len()
-            )));
-        }
         // The output position whose buffer a group root's kernel writes into.
         let mut writer: HashMap<NodeId, usize> = HashMap::new();
         for (k, &o) in g.outputs.iter().enumerate().rev() {
@@ -488,44 +438,31 @@ impl CompiledGraph {
                 writer.insert(o, k);
             }
         }
-        // Remaining uses of each materialised value, so intermediates are freed early.
-        let mut uses = self.partition.reads(g);
-        let mut values: HashMap<NodeId, Tensor> = HashMap::new();
-        for (gi, group) in self.partition.groups.iter().enumerate() {
-            let kernel = self
-                .current_kernel(gi)
-                .ok_or_else(|| RuntimeError::Shape(format!("no kernel for group {gi}")))?
-                .clone();
-            let mut args: Vec<Tensor> = Vec::with_capacity(group.inputs.len());
-            for &i in &group.inputs {
-                args.push(value_of(g, &values, inputs, i)?);
-            }
-            let root = g.nodes.get(group.root.index()).ok_or_else(|| {
-                RuntimeError::Shape(format!("group root {} does not exist", group.root))
-            })?;
-            let reuse = writer.get(&group.root).and_then(|&k| dest[k].take());
-            let plans = self
-                .plans
-                .get(gi)
-                .ok_or_else(|| RuntimeError::Shape(format!("no plan cache for group {gi}")))?;
-            let (out, blocks) =
-                run_kernel(&kernel, &args, &root.ty.shape, scratch_budget, reuse, plans)?;
-            clean_blocks.clean += blocks.clean;
-            clean_blocks.nonneg += blocks.nonneg;
-            clean_blocks.aborted += blocks.aborted;
-            values.insert(group.root, out);
-            for &i in &group.inputs {
-                if let Some(u) = uses.get_mut(&i) {
-                    *u -= 1;
-                    if *u == 0 {
-                        values.remove(&i);
-                    }
-                }
-            }
-        }
+        let values = walk_groups(
+            g,
+            &self.partition,
+            self.kernels.len(),
+            inputs,
+            |gi, group, args, root| {
+                let kernel = self
+                    .current_kernel(gi)
+                    .ok_or_else(|| RuntimeError::Shape(format!("no kernel for group {gi}")))?
+                    .clone();
+                let reuse = writer.get(&group.root).and_then(|&k| dest[k].take());
+                let plans = self
+                    .plans
+                    .get(gi)
+                    .ok_or_else(|| RuntimeError::Shape(format!("no plan cache for group {gi}")))?;
+                let (out, blocks) =
+                    run_kernel(&kernel, args, &root.ty.shape, scratch_budget, reuse, plans)?;
+                clean_blocks.clean += blocks.clean;
+                clean_blocks.nonneg += blocks.nonneg;
+                clean_blocks.aborted += blocks.aborted;
+                Ok::<_, RuntimeError>(out)
+            },
+        )?;
         let mut outs = Vec::with_capacity(g.outputs.len());
-        for (k, &o) in g.outputs.iter().enumerate() {
-            let t = value_of(g, &values, inputs, o)?;
+        for (k, (t, &o)) in values.into_iter().zip(&g.outputs).enumerate() {
             let fresh = match dest[k].take() {
                 // A buffer no kernel wrote into (an input, or a repeated output): a copy.
                 Some(mut storage) => {
@@ -544,26 +481,12 @@ impl CompiledGraph {
                     }
                     Tensor::from_storage(storage, c.shape())?
                 }
-                None if matches!(g.node(o).kind, NodeKind::Input { .. }) => {
-                    let c = t.to_contiguous();
-                    if Arc::ptr_eq(c.storage(), t.storage()) {
-                        Tensor::from_storage(Storage::clone(c.storage()), c.shape())?
-                    } else {
-                        c
-                    }
-                }
+                None if matches!(g.node(o).kind, NodeKind::Input { .. }) => fresh_copy(&t)?,
                 None => t,
             };
             outs.push(fresh);
         }
-        // The written buffers go back without other owners: drop the map's handles.
-        drop(values);
-        if clean_blocks != stencil::CleanBlocks::default() {
-            let mut st = lock(&engine.stats);
-            st.clean_blocks += clean_blocks.clean;
-            st.nonneg_blocks += clean_blocks.nonneg;
-            st.clean_blocks_aborted += clean_blocks.aborted;
-        }
+        engine.exec.backend().count_blocks(clean_blocks);
         Ok(outs)
     }
 }
@@ -596,31 +519,6 @@ pub fn inputs_clean(args: &[Tensor]) -> bool {
                 .is_some_and(|s| s.par_chunks(CHUNK).all(cpu::clean_f64)),
             _ => true,
         }
-    })
-}
-
-/// The tensor holding node `id`'s value: a graph input or an already computed group root.
-fn value_of(
-    g: &Graph,
-    values: &HashMap<NodeId, Tensor>,
-    inputs: &[Tensor],
-    id: NodeId,
-) -> Result<Tensor, RuntimeError> {
-    let node = g
-        .nodes
-        .get(id.index())
-        .ok_or_else(|| RuntimeError::Shape(format!("node {id} does not exist")))?;
-    if let NodeKind::Input { index } = node.kind {
-        return inputs.get(index).cloned().ok_or(RuntimeError::InputCount {
-            expected: index + 1,
-            got: inputs.len(),
-        });
-    }
-    values.get(&id).cloned().ok_or_else(|| {
-        RuntimeError::Shape(format!(
-            "{id} ({}) is used before any kernel computed it",
-            node.kind.name()
-        ))
     })
 }
 
