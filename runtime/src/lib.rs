@@ -4,6 +4,7 @@
 pub mod cuda;
 #[cfg(feature = "cuda")]
 pub mod cuda_graph;
+pub mod atomic_file;
 pub mod eager;
 pub mod fused;
 mod inline;
