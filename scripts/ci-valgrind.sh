@@ -42,7 +42,7 @@ total_errors=0
 ran=0
 for entry in "${suites[@]}"; do
     read -r pkg target filter <<<"$entry"
-    exe=$(cargo test -q -p "$pkg" --test "$target" --no-run 2>&1 |
+    exe=$(cargo test -p "$pkg" --test "$target" --no-run 2>&1 |
         sed -n 's/.*Executable .*(\(.*\)).*/\1/p' | tail -n 1)
     if [ -z "$exe" ] || [ ! -x "$exe" ]; then
         echo "ci-valgrind: could not build $pkg --test $target" >&2
