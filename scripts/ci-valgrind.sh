@@ -37,17 +37,26 @@ suites=(
     "kiln border_functions"
 )
 
-start=$(date +%s)
-total_errors=0
-ran=0
+# Build (or find, after `cargo test --workspace`) every binary first: the budget is for
+# valgrind alone.
+exes=()
 for entry in "${suites[@]}"; do
-    read -r pkg target filter <<<"$entry"
+    read -r pkg target _ <<<"$entry"
     exe=$(cargo test -p "$pkg" --test "$target" --no-run 2>&1 |
         sed -n 's/.*Executable .*(\(.*\)).*/\1/p' | tail -n 1)
     if [ -z "$exe" ] || [ ! -x "$exe" ]; then
         echo "ci-valgrind: could not build $pkg --test $target" >&2
         exit 2
     fi
+    exes+=("$exe")
+done
+
+start=$(date +%s)
+total_errors=0
+ran=0
+for i in "${!suites[@]}"; do
+    read -r pkg target filter <<<"${suites[$i]}"
+    exe=${exes[$i]}
     left=$((budget - ($(date +%s) - start)))
     if [ "$left" -le 10 ]; then
         echo "ci-valgrind: time budget of ${budget}s used up before $target" >&2

@@ -239,9 +239,26 @@ fn usage_errors_are_one_line() {
     let out = tmp("usage-out.npy");
     let out = out.to_str().unwrap();
     let cases: [&[&str]; 5] = [
-        &["run", "median_blur", "--input", inp, "--output", out, "--exec", "bogus"],
+        &[
+            "run",
+            "median_blur",
+            "--input",
+            inp,
+            "--output",
+            out,
+            "--exec",
+            "bogus",
+        ],
         &["run", "median_blur", "--output", out],
-        &["run", "median_blur", "--input", inp, "--output", out, "--bogus"],
+        &[
+            "run",
+            "median_blur",
+            "--input",
+            inp,
+            "--output",
+            out,
+            "--bogus",
+        ],
         &["frobnicate"],
         &[],
     ];
@@ -262,7 +279,10 @@ fn usage_errors_are_one_line() {
         }
     }
     let (_, _, err) = kiln(cases[0]);
-    assert!(err.contains("bogus") && err.contains("eager, fused"), "{err}");
+    assert!(
+        err.contains("bogus") && err.contains("eager, fused"),
+        "{err}"
+    );
     let (_, _, err) = kiln(cases[1]);
     assert!(err.contains("--input"), "{err}");
     // --help and --version still print in full and succeed.
@@ -289,7 +309,12 @@ fn dump_into_a_closed_pipe_exits_quietly() {
     assert!(first.starts_with(b"== graph"));
     drop(stdout);
     let mut err = String::new();
-    child.stderr.take().unwrap().read_to_string(&mut err).unwrap();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
     let status = child.wait().unwrap();
     assert_eq!(status.code(), Some(0), "{err}");
     assert!(err.is_empty(), "stderr: {err}");

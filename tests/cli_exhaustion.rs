@@ -27,7 +27,11 @@ fn scratch(tag: &str) -> PathBuf {
 /// A `[h, w]` f32 `.npy` input.
 fn input(path: &Path, h: usize, w: usize) {
     let v: Vec<f32> = (0..h * w).map(|i| (i % 17) as f32 * 0.25).collect();
-    write_npy(path, &Tensor::from_storage(Storage::F32(v), &[h, w]).unwrap()).unwrap();
+    write_npy(
+        path,
+        &Tensor::from_storage(Storage::F32(v), &[h, w]).unwrap(),
+    )
+    .unwrap();
 }
 
 /// Prints a skip notice past the test harness's output capture, so it shows in the run.
@@ -81,7 +85,10 @@ fn setup(d: &Path) -> (PathBuf, PathBuf, Vec<u8>) {
     input(&small, 4, 4);
     input(&big, 128, 128);
     let out = d.join("out.npy");
-    let o = Command::new(KILN).args(run_args(&small, &out)).output().unwrap();
+    let o = Command::new(KILN)
+        .args(run_args(&small, &out))
+        .output()
+        .unwrap();
     assert!(o.status.success(), "{}", stderr_of(&o));
     let old = std::fs::read(&out).unwrap();
     (big, out, old)
@@ -100,7 +107,11 @@ fn file_size_limit_keeps_the_old_output() {
         .output()
         .unwrap();
     assert_clean_failure(&o, "ulimit -f");
-    assert!(stderr_of(&o).contains("File too large"), "{}", stderr_of(&o));
+    assert!(
+        stderr_of(&o).contains("File too large"),
+        "{}",
+        stderr_of(&o)
+    );
     assert_eq!(std::fs::read(&out).unwrap(), old, "old output changed");
     assert_eq!(names(&d), ["big.npy", "out.npy", "small.npy"]);
     std::fs::remove_dir_all(&d).unwrap();
@@ -173,7 +184,10 @@ fn unwritable_directory_is_a_clean_error() {
     } else {
         kept.clone()
     };
-    let o = Command::new(KILN).args(run_args(&big, &target)).output().unwrap();
+    let o = Command::new(KILN)
+        .args(run_args(&big, &target))
+        .output()
+        .unwrap();
     assert_clean_failure(&o, "unwritable directory");
     if !root {
         assert_eq!(std::fs::read(&kept).unwrap(), old);

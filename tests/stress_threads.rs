@@ -135,7 +135,11 @@ fn many_threads_on_one_engine_agree_with_eager() {
         let compiled = engine.compile(&c.graph).unwrap();
         assert!(compiled.wait_for_upgrades(Duration::from_secs(120)));
         for (i, x) in c.inputs.iter().enumerate() {
-            check(c, i, &compiled.run(&engine, std::slice::from_ref(x)).unwrap());
+            check(
+                c,
+                i,
+                &compiled.run(&engine, std::slice::from_ref(x)).unwrap(),
+            );
         }
     }
     println!(

@@ -30,11 +30,7 @@ fn temp_path(path: &Path) -> std::io::Result<PathBuf> {
         )
     })?;
     let n = COUNTER.fetch_add(1, Ordering::Relaxed);
-    let tmp = format!(
-        ".{}.{}.{n}.tmp",
-        name.to_string_lossy(),
-        std::process::id()
-    );
+    let tmp = format!(".{}.{}.{n}.tmp", name.to_string_lossy(), std::process::id());
     Ok(path.with_file_name(tmp))
 }
 

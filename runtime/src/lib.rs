@@ -1,10 +1,10 @@
 //! kiln-runtime: tensors, the eager executor (the oracle) and the fused executor.
 
+pub mod atomic_file;
 #[cfg(feature = "cuda")]
 pub mod cuda;
 #[cfg(feature = "cuda")]
 pub mod cuda_graph;
-pub mod atomic_file;
 pub mod eager;
 pub mod fused;
 mod inline;
