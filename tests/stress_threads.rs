@@ -101,10 +101,14 @@ fn many_threads_on_one_engine_agree_with_eager() {
                 while round == 0 || start.elapsed() < BUDGET {
                     for k in 0..cases.len() {
                         // Threads start on different graphs; even threads also share one.
-                        let c = &cases[if t % 2 == 0 { k } else { (k + t) % cases.len() }];
+                        let c = &cases[if t.is_multiple_of(2) {
+                            k
+                        } else {
+                            (k + t) % cases.len()
+                        }];
                         let input = (t + round + k) % c.inputs.len();
                         let x = std::slice::from_ref(&c.inputs[input]);
-                        let got = if (t + round) % 3 == 0 {
+                        let got = if (t + round).is_multiple_of(3) {
                             // A compiled graph reused for several runs while upgrades land.
                             let compiled = engine.compile(&c.graph).unwrap();
                             for i in 0..c.inputs.len() {
