@@ -224,6 +224,17 @@ def main():
         w.add(f"binary_erosion_3d_default_bv{bv}", "binary_erosion",
               [("border_value", str(bv))], vol, ndi.binary_erosion(vol, border_value=bv))
 
+    # Gradient magnitude with a cval that f32 cannot represent: scipy's convolve reads it in
+    # float64 (issue 27). Appended last so the random draws above stay as they were.
+    for dtype in (np.float32, np.float64):
+        for shape in ((7, 9), (1, 6), (6, 1)):
+            img = data(rng, shape, dtype, specials=False)
+            tag = f"{dt_name[dtype]}_{shape[0]}x{shape[1]}"
+            for label, cval in (("tenth", 0.1), ("third", 1.0 / 3.0), ("m2_7", -2.7)):
+                params = [("mode", "constant"), ("cval", repr(cval))]
+                w.add(f"gradient_magnitude_{tag}_cval_{label}_constant", "gradient_magnitude",
+                      params, img, gradient(img, "constant", cval))
+
     w.finish()
     print(f"{len(w.lines)} cases, {w.bytes} bytes of .npy in {os.path.normpath(OUT)}",
           file=sys.stderr)

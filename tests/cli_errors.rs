@@ -230,3 +230,92 @@ fn bad_cli_syntax_is_exit_2() {
     let (code, _, _) = kiln(&["frobnicate"]);
     assert_eq!(code, 2);
 }
+
+/// Usage errors are one `kiln: error:` line plus at most a `usage:` hint, exit 2.
+#[test]
+fn usage_errors_are_one_line() {
+    let input = good_input("usage");
+    let inp = input.to_str().unwrap();
+    let out = tmp("usage-out.npy");
+    let out = out.to_str().unwrap();
+    let cases: [&[&str]; 5] = [
+        &[
+            "run",
+            "median_blur",
+            "--input",
+            inp,
+            "--output",
+            out,
+            "--exec",
+            "bogus",
+        ],
+        &["run", "median_blur", "--output", out],
+        &[
+            "run",
+            "median_blur",
+            "--input",
+            inp,
+            "--output",
+            out,
+            "--bogus",
+        ],
+        &["frobnicate"],
+        &[],
+    ];
+    for args in cases {
+        let (code, stdout, err) = kiln(args);
+        let what = format!("{args:?}");
+        assert_eq!(code, 2, "{what}: {err}");
+        assert!(stdout.is_empty(), "{what}: {stdout}");
+        let lines: Vec<&str> = err.trim_end().lines().collect();
+        assert!(
+            (1..=2).contains(&lines.len()),
+            "{what}: {} lines: {err}",
+            lines.len()
+        );
+        assert!(lines[0].starts_with("kiln: error: "), "{what}: {err}");
+        if let Some(hint) = lines.get(1) {
+            assert!(hint.starts_with("usage: kiln"), "{what}: {err}");
+        }
+    }
+    let (_, _, err) = kiln(cases[0]);
+    assert!(
+        err.contains("bogus") && err.contains("eager, fused"),
+        "{err}"
+    );
+    let (_, _, err) = kiln(cases[1]);
+    assert!(err.contains("--input"), "{err}");
+    // --help and --version still print in full and succeed.
+    let (code, stdout, _) = kiln(&["run", "--help"]);
+    assert_eq!(code, 0);
+    assert!(stdout.contains("--input"), "{stdout}");
+}
+
+/// `kiln dump ... | head -n 1`: the closed pipe ends the dump quietly, exit 0.
+#[test]
+fn dump_into_a_closed_pipe_exits_quietly() {
+    use std::io::Read;
+    use std::process::Stdio;
+    let mut child = Command::new(env!("CARGO_BIN_EXE_kiln"))
+        .args(["dump", "median_blur", "--param", "k=5", "--ptx"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Read one small chunk, then close the read end while kiln is still writing.
+    let mut stdout = child.stdout.take().unwrap();
+    let mut first = [0u8; 16];
+    stdout.read_exact(&mut first).unwrap();
+    assert!(first.starts_with(b"== graph"));
+    drop(stdout);
+    let mut err = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(0), "{err}");
+    assert!(err.is_empty(), "stderr: {err}");
+}

@@ -494,6 +494,10 @@ fn big_byte_stages_are_shared_by_the_background_compile() {
 #[test]
 fn opening_stages_compile_in_balanced_groups() {
     if std::thread::available_parallelism().map_or(1, |n| n.get()) < 2 {
+        let _ = std::io::Write::write_all(
+            &mut std::io::stderr(),
+            b"SKIP: opening_stages_compile_in_balanced_groups needs 2+ threads\n",
+        );
         return;
     }
     let ty = TensorType {

@@ -1,6 +1,7 @@
 //! Renders hand-built kernels (every op, dtype, border, multi-stage, scan, reduce) as PTX and
 //! assembles them with ptxas for sm_80 and sm_90: exit 0 and no output on stderr.
-//! Without ptxas the test fails when `CI=true` and skips (with a message) elsewhere.
+//! Without ptxas the test fails when `CI` or `KILN_PTXAS` is set and prints a visible
+//! `SKIP: ...` line (past the harness's output capture) elsewhere.
 //! Text-level rules (`.rn`, no `.ftz`, schedules, parameter block) are checked without ptxas.
 
 use std::path::PathBuf;
@@ -420,16 +421,23 @@ fn staged_kernels() -> Vec<(String, Kernel)> {
     ks
 }
 
-/// ptxas, or `None` (after printing why) when it is missing outside CI.
+/// ptxas, or `None` (after printing a visible `SKIP:` line) when it is missing outside CI.
 fn ptxas_or_skip() -> Option<PathBuf> {
     match ptxas::find_ptxas() {
         Some(p) => Some(p),
         None => {
             let msg = "ptxas not found (set KILN_PTXAS, put ptxas on PATH, or run scripts/install-ptxas.sh)";
-            if std::env::var("CI").map(|v| v == "true").unwrap_or(false) {
-                panic!("{msg}; CI=true requires it");
+            // CI (CI set) or a KILN_PTXAS that points nowhere: a missing ptxas is a failure.
+            if std::env::var_os("CI").is_some_and(|v| !v.is_empty() && v != "false")
+                || std::env::var_os("KILN_PTXAS").is_some()
+            {
+                panic!("{msg}; CI or KILN_PTXAS requires it");
             }
-            eprintln!("SKIPPED: {msg}");
+            // Written past the harness's capture, so the skip shows in every run.
+            let _ = std::io::Write::write_all(
+                &mut std::io::stderr(),
+                format!("SKIP: {}\n", msg).as_bytes(),
+            );
             None
         }
     }

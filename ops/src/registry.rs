@@ -153,7 +153,8 @@ pub fn build_op(
             median_blur_hw(&mut b, x, ky, kx)?
         }
         "gradient_magnitude" => {
-            let border = p.border(input.dtype)?;
+            // cval stays f64 for f32 input: scipy's convolve uses it unrounded.
+            let border = p.border(DType::F64)?;
             gradient_magnitude(&mut b, x, border)?
         }
         "binary_erosion" => {

@@ -1,6 +1,12 @@
 //! Reading and writing NumPy `.npy` files (format versions 1, 2 and 3) for f32, f64, u8 and
 //! bool tensors, little-endian. Written files are C order; Fortran-order files are read as a
 //! strided view. Every malformed file gives an [`NpyError`], never a panic.
+//!
+//! Untrusted input: [`read_npy`] reads regular files only (devices, pipes and directories
+//! get [`NpyError::NotRegularFile`]), reads the header first and checks the size it declares
+//! against the file's size before reading any data, and refuses a file whose data would not
+//! fit in the memory the OS reports as available ([`NpyError::TooLarge`]). Writes are atomic
+//! ([`crate::atomic_file::write_atomic`]): a failed write leaves the old file as it was.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -52,25 +58,92 @@ pub enum NpyError {
         /// The byte found.
         value: u8,
     },
+    /// The path is a device, pipe, socket or directory: only regular files are read.
+    #[error("{path}: not a regular file (kiln reads .npy input from regular files only)")]
+    NotRegularFile {
+        /// The path.
+        path: PathBuf,
+    },
+    /// Reading the file would need more memory than the OS reports as available.
+    #[error("{path}: reading it needs {needed} bytes of memory, only {available} are available")]
+    TooLarge {
+        /// The file.
+        path: PathBuf,
+        /// Bytes the read would allocate.
+        needed: u64,
+        /// Bytes the OS reported as available.
+        available: u64,
+    },
     /// The shape cannot be made into a tensor.
     #[error(transparent)]
     Tensor(#[from] RuntimeError),
 }
 
-/// Reads a `.npy` file into a tensor (see [`parse_npy`]).
+/// Reads a `.npy` file into a tensor (see [`parse_npy`]). Only regular files are read; the
+/// header is parsed first and the data size it declares must match the file's size, and the
+/// data must fit in available memory, before any data is read.
 pub fn read_npy(path: impl AsRef<Path>) -> Result<Tensor, NpyError> {
+    use std::io::Read;
     let path = path.as_ref();
-    let bytes = std::fs::read(path).map_err(|source| NpyError::Io {
+    let io = |source| NpyError::Io {
         path: path.to_path_buf(),
         source,
-    })?;
+    };
+    let not_regular = || NpyError::NotRegularFile {
+        path: path.to_path_buf(),
+    };
+    // Checked before opening (opening a FIFO blocks until a writer appears) and again on
+    // the open handle (the path may have been replaced in between).
+    if !std::fs::metadata(path).map_err(io)?.is_file() {
+        return Err(not_regular());
+    }
+    let file = std::fs::File::open(path).map_err(io)?;
+    let meta = file.metadata().map_err(io)?;
+    if !meta.is_file() {
+        return Err(not_regular());
+    }
+    let file_len = meta.len();
+    // The prelude (magic, version, header) is at most 12 + MAX_HEADER bytes.
+    let mut bytes = Vec::new();
+    let prelude_cap = file_len.min((12 + MAX_HEADER) as u64);
+    (&file)
+        .take(prelude_cap)
+        .read_to_end(&mut bytes)
+        .map_err(io)?;
+    let prelude = parse_prelude(&bytes)?;
+    check_data_len(&prelude, file_len.saturating_sub(prelude.data_start as u64))?;
+    // The file bytes and the decoded storage are both alive while decoding.
+    let needed = file_len.saturating_add(prelude.size as u64);
+    if needed >= crate::memory::CHECK_ABOVE_BYTES {
+        if let Some(available) = crate::memory::available_bytes() {
+            if needed > available {
+                return Err(NpyError::TooLarge {
+                    path: path.to_path_buf(),
+                    needed,
+                    available,
+                });
+            }
+        }
+    }
+    // Read at most one byte more than the size checked above: a file that grows meanwhile
+    // gives `TrailingBytes`, never an unbounded read.
+    let rest = file_len - bytes.len() as u64 + 1;
+    bytes
+        .try_reserve_exact(rest as usize)
+        .map_err(|_| NpyError::TooLarge {
+            path: path.to_path_buf(),
+            needed,
+            available: crate::memory::available_bytes().unwrap_or(0),
+        })?;
+    (&file).take(rest).read_to_end(&mut bytes).map_err(io)?;
     parse_npy(&bytes)
 }
 
-/// Writes a tensor (any strides) to a `.npy` file in C order.
+/// Writes a tensor (any strides) to a `.npy` file in C order, atomically: on failure the
+/// file at `path` is unchanged.
 pub fn write_npy(path: impl AsRef<Path>, t: &Tensor) -> Result<(), NpyError> {
     let path = path.as_ref();
-    std::fs::write(path, to_npy_bytes(t)).map_err(|source| NpyError::Io {
+    crate::atomic_file::write_atomic(path, &to_npy_bytes(t)).map_err(|source| NpyError::Io {
         path: path.to_path_buf(),
         source,
     })
@@ -136,10 +209,21 @@ pub fn to_npy_bytes(t: &Tensor) -> Vec<u8> {
     out
 }
 
-/// Parses the bytes of a `.npy` file. Accepts versions 1.0, 2.0 and 3.0, the dtypes `<f4`,
-/// `<f8`, `|u1` (or `u1`, `<u1`) and `|b1` (or `b1`, `?`), C or Fortran order (Fortran gives
-/// a column-major strided view). The data must fill the rest of the file exactly.
-pub fn parse_npy(bytes: &[u8]) -> Result<Tensor, NpyError> {
+/// What the bytes before a `.npy` file's data declare.
+struct Prelude {
+    dtype: DType,
+    shape: Vec<usize>,
+    fortran_order: bool,
+    numel: usize,
+    /// Offset of the first data byte.
+    data_start: usize,
+    /// Data bytes the header declares.
+    size: usize,
+}
+
+/// Parses the magic string, version and header at the start of `bytes` (which may end
+/// anywhere after the header).
+fn parse_prelude(bytes: &[u8]) -> Result<Prelude, NpyError> {
     if bytes.len() < MAGIC.len() {
         return Err(if MAGIC.starts_with(bytes) {
             NpyError::Truncated("file ends inside the magic string".into())
@@ -201,18 +285,41 @@ pub fn parse_npy(bytes: &[u8]) -> Result<Tensor, NpyError> {
     let size = numel
         .checked_mul(dtype.size_bytes())
         .ok_or_else(|| NpyError::BadHeader(format!("shape {:?} overflows", header.shape)))?;
-    let data = &bytes[data_start..];
-    if data.len() < size {
+    Ok(Prelude {
+        dtype,
+        shape: header.shape,
+        fortran_order: header.fortran_order,
+        numel,
+        data_start,
+        size,
+    })
+}
+
+/// Checks that `have` data bytes are exactly what the header declares.
+fn check_data_len(p: &Prelude, have: u64) -> Result<(), NpyError> {
+    let size = p.size as u64;
+    if have < size {
         return Err(NpyError::Truncated(format!(
-            "shape {:?} of {} needs {size} data bytes, the file has {}",
-            header.shape,
-            dtype,
-            data.len()
+            "shape {:?} of {} needs {size} data bytes, the file has {have}",
+            p.shape, p.dtype
         )));
     }
-    if data.len() > size {
-        return Err(NpyError::TrailingBytes(data.len() - size));
+    if have > size {
+        return Err(NpyError::TrailingBytes(
+            usize::try_from(have - size).unwrap_or(usize::MAX),
+        ));
     }
+    Ok(())
+}
+
+/// Parses the bytes of a `.npy` file. Accepts versions 1.0, 2.0 and 3.0, the dtypes `<f4`,
+/// `<f8`, `|u1` (or `u1`, `<u1`) and `|b1` (or `b1`, `?`), C or Fortran order (Fortran gives
+/// a column-major strided view). The data must fill the rest of the file exactly.
+pub fn parse_npy(bytes: &[u8]) -> Result<Tensor, NpyError> {
+    let p = parse_prelude(bytes)?;
+    let data = &bytes[p.data_start..];
+    check_data_len(&p, data.len() as u64)?;
+    let (dtype, numel) = (p.dtype, p.numel);
     let storage = match dtype {
         DType::F32 => Storage::F32(
             data.chunks_exact(4)
@@ -232,8 +339,8 @@ pub fn parse_npy(bytes: &[u8]) -> Result<Tensor, NpyError> {
             Storage::Bool(data.to_vec())
         }
     };
-    let shape = &header.shape;
-    if !header.fortran_order || numel == 0 {
+    let shape = &p.shape;
+    if !p.fortran_order || numel == 0 {
         return Ok(Tensor::from_storage(storage, shape)?);
     }
     // Fortran order: the first axis varies fastest.

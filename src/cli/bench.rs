@@ -338,7 +338,7 @@ pub fn run(a: BenchArgs) -> Result<ExitCode, CliError> {
         if quiet {
             println!("{doc}");
         } else {
-            std::fs::write(path, format!("{doc}\n"))
+            kiln::runtime::atomic_file::write_atomic(path, format!("{doc}\n").as_bytes())
                 .map_err(|e| CliError::Usage(format!("--json {}: {e}", path.display())))?;
         }
     }

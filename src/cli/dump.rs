@@ -1,5 +1,8 @@
 //! `kiln dump OP`: the graph before and after each pass, the fused groups and the kernels.
+//! Output goes through one locked stdout handle; when the reader closes the pipe early
+//! (`kiln dump ... | head`) the command stops quietly with exit code 0.
 
+use std::io::{ErrorKind, Write};
 use std::process::ExitCode;
 
 use clap::Args;
@@ -38,6 +41,36 @@ pub struct DumpArgs {
 
 /// Runs `kiln dump`.
 pub fn run(a: DumpArgs) -> Result<ExitCode, CliError> {
+    let mut out = std::io::stdout().lock();
+    match dump(a, &mut out).and_then(|()| out.flush().map_err(DumpError::Io)) {
+        Ok(()) => Ok(ExitCode::SUCCESS),
+        Err(DumpError::Io(e)) if e.kind() == ErrorKind::BrokenPipe => Ok(ExitCode::SUCCESS),
+        Err(DumpError::Io(e)) => Err(CliError::Stdout(e)),
+        Err(DumpError::Cli(e)) => Err(e),
+    }
+}
+
+/// A dump failure: writing stdout, or anything else.
+enum DumpError {
+    Io(std::io::Error),
+    Cli(CliError),
+}
+
+impl<E: Into<CliError>> From<E> for DumpError {
+    fn from(e: E) -> Self {
+        DumpError::Cli(e.into())
+    }
+}
+
+/// `writeln!` into the dump's output, with a write error kept as [`DumpError::Io`].
+macro_rules! out {
+    ($w:expr, $($arg:tt)*) => {
+        writeln!($w, $($arg)*).map_err(DumpError::Io)?
+    };
+}
+
+/// Writes the dump to `w`.
+fn dump(a: DumpArgs, w: &mut impl Write) -> Result<(), DumpError> {
     let params = parse_params(&a.params)?;
     let shape = a
         .shape
@@ -54,41 +87,49 @@ pub fn run(a: DumpArgs) -> Result<ExitCode, CliError> {
         CliError::Usage(format!("unknown dtype '{}' (f32, f64, u8, bool)", a.dtype))
     })?;
     let graph = kiln::ops::build_op(&a.op, &params, &TensorType { dtype, shape })?;
-    println!(
+    out!(
+        w,
         "== graph as built ({} nodes)\n{}",
         graph.len(),
         print(&graph)
     );
+    let mut traced = Ok(());
     let optimized = optimize_traced(&graph, StageStorage::ScratchRows, |pass, g| {
-        println!("== after {pass} ({} nodes)\n{}", g.len(), print(g));
+        if traced.is_ok() {
+            traced = writeln!(w, "== after {pass} ({} nodes)\n{}", g.len(), print(g));
+        }
     });
+    traced.map_err(DumpError::Io)?;
     let partition = fuse(&optimized);
-    println!(
+    out!(
+        w,
         "== fused groups ({} kernels)\n{}",
         partition.groups.len(),
         partition.describe(&optimized)
     );
     for (i, group) in partition.groups.iter().enumerate() {
         let kernel = lower(&optimized, group)?;
-        println!("== kernel {i}\n{kernel}");
+        out!(w, "== kernel {i}\n{kernel}");
         let options = kiln::codegen::CompileOptions {
             step_code_budget: a.step_budget,
             ..Default::default()
         };
         let cpu = kiln::codegen::cpu::compile(&kernel, &options)?;
-        println!("== kernel {i} CPU plan\n{}", cpu.describe());
+        out!(w, "== kernel {i} CPU plan\n{}", cpu.describe());
         let schedules = kiln::codegen::cpu::row_schedules(&kernel, &options)?;
         if !schedules.is_empty() {
-            println!("== kernel {i} CPU row schedule\n{}\n", schedules.join("\n"));
+            out!(w, "== kernel {i} CPU row schedule\n{}\n", schedules.join("\n"));
         }
         if let Some(clean) = kiln::codegen::cpu::compile_clean(&kernel, &options)? {
-            println!(
+            out!(
+                w,
                 "== kernel {i} CPU plan for clean inputs (no NaN, infinity or -0)\n{}",
                 clean.describe()
             );
         }
         if let Some(nonneg) = kiln::codegen::cpu::compile_nonneg(&kernel, &options)? {
-            println!(
+            out!(
+                w,
                 "== kernel {i} CPU plan for clean inputs with clear sign bits (integer picks)\n{}",
                 nonneg.describe()
             );
@@ -99,8 +140,8 @@ pub fn run(a: DumpArgs) -> Result<ExitCode, CliError> {
                 ..Default::default()
             };
             let module = kiln::codegen::ptx::render(&kernel, &target, &Default::default())?;
-            println!("== kernel {i} PTX (sm_{})\n{}", a.sm, module.text);
+            out!(w, "== kernel {i} PTX (sm_{})\n{}", a.sm, module.text);
         }
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(())
 }

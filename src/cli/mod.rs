@@ -56,9 +56,48 @@ pub enum CliError {
     /// Code generation failed.
     #[error(transparent)]
     Codegen(#[from] kiln::codegen::CodegenError),
+    /// Writing to standard output failed (other than the reader closing the pipe).
+    #[error("writing to standard output: {0}")]
+    Stdout(std::io::Error),
     /// The IR rejected a graph.
     #[error(transparent)]
     Build(#[from] kiln::ir::BuildError),
+}
+
+/// Turns clap's rendered error text into one message line and at most one usage hint line:
+/// the `error:` line with the indented lines that complete it (missing arguments, possible
+/// values) folded in, and the `Usage:` line. Tips and the "For more information" trailer are
+/// dropped. Text without an `error:` line (clap's help for a missing subcommand) becomes
+/// "a subcommand is required".
+pub fn one_line_usage_error(text: &str) -> (String, Option<String>) {
+    let mut lines = text.lines();
+    let mut message = String::new();
+    for line in lines.by_ref() {
+        if let Some(rest) = line.strip_prefix("error: ") {
+            message.push_str(rest.trim().trim_end_matches(':'));
+            break;
+        }
+    }
+    let mut details = Vec::new();
+    if !message.is_empty() {
+        for line in lines.by_ref() {
+            if line.trim().is_empty() {
+                break;
+            }
+            details.push(line.trim());
+        }
+    }
+    if !details.is_empty() {
+        message = format!("{message}: {}", details.join(", "));
+    }
+    if message.is_empty() {
+        message = "a subcommand is required".to_string();
+    }
+    let usage = text
+        .lines()
+        .find_map(|l| l.strip_prefix("Usage: "))
+        .map(|u| format!("usage: {} (see --help)", u.trim()));
+    (message, usage)
 }
 
 /// Runs the chosen subcommand.

@@ -297,7 +297,8 @@ impl Reproducer {
             self.kind.name(),
             self.seed
         ));
-        std::fs::write(&path, self.to_text()).map_err(|e| FuzzError::io(&path, e))?;
+        kiln_runtime::atomic_file::write_atomic(&path, self.to_text().as_bytes())
+            .map_err(|e| FuzzError::io(&path, e))?;
         Ok(path)
     }
 
