@@ -13,7 +13,9 @@ cd "$(dirname "$0")/.."
 
 CC=${CC:-gcc}
 TARGET_DIR=${CARGO_TARGET_DIR:-target}
-LIBDIR="$TARGET_DIR/debug"
+# `cargo test` builds the cdylib and staticlib but only `cargo build` copies them up to
+# target/debug: take them where the test build leaves them.
+LIBDIR="$TARGET_DIR/debug/deps"
 OUT="$TARGET_DIR/c-api"
 CFLAGS=(-std=c11 -D_POSIX_C_SOURCE=200809L -Wall -Wextra -Werror -g -O1
         -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
