@@ -167,44 +167,108 @@ impl View {
         })
     }
 
-    /// Byte offsets of every element from `data`, in row-major index order.
-    fn offsets(&self) -> Vec<isize> {
-        let mut out = vec![0isize];
-        for (&d, &s) in self.shape.iter().zip(&self.byte_strides) {
-            let mut next = Vec::with_capacity(out.len() * d);
-            for &o in &out {
-                for i in 0..d as isize {
-                    next.push(o + i * s);
-                }
+    /// Whether the elements are contiguous in row-major order (strides as `NULL` gives).
+    fn is_contiguous(&self) -> bool {
+        let mut expect = self.dtype.size_bytes() as isize;
+        for (&d, &s) in self.shape.iter().zip(&self.byte_strides).rev() {
+            if d != 1 && s != expect {
+                return false;
             }
-            out = next;
+            expect *= d as isize;
         }
-        out
+        true
+    }
+
+    /// Number of elements.
+    fn numel(&self) -> usize {
+        self.shape.iter().product()
+    }
+
+    /// Calls `f` with the byte offset of every element from `data`, in row-major index
+    /// order (an odometer over the outer axes, a run along the last).
+    fn for_each_offset(&self, mut f: impl FnMut(isize)) {
+        let Some(last) = self.shape.len().checked_sub(1) else {
+            f(0);
+            return;
+        };
+        if self.shape.contains(&0) {
+            return;
+        }
+        let (n_last, s_last) = (self.shape[last] as isize, self.byte_strides[last]);
+        let mut idx = vec![0usize; last];
+        let mut base = 0isize;
+        loop {
+            for i in 0..n_last {
+                f(base + i * s_last);
+            }
+            let mut k = last;
+            loop {
+                if k == 0 {
+                    return;
+                }
+                k -= 1;
+                idx[k] += 1;
+                base += self.byte_strides[k];
+                if idx[k] < self.shape[k] {
+                    break;
+                }
+                base -= self.byte_strides[k] * self.shape[k] as isize;
+                idx[k] = 0;
+            }
+        }
     }
 }
 
-/// Reads the elements of `v` as `T`s.
+/// Reads the elements of `v` as `T`s (a plain-data type of `v`'s element size).
 ///
 /// # Safety
 /// Every element of `v` must lie in readable caller memory holding `T` bit patterns.
 unsafe fn gather<T: Copy>(v: &View) -> Vec<T> {
-    v.offsets()
-        .into_iter()
+    let n = v.numel();
+    let mut out: Vec<T> = Vec::with_capacity(n);
+    if v.is_contiguous() {
+        // SAFETY: the caller guarantees the n contiguous elements at `data` are readable;
+        // `out` has capacity n; T (f32, f64 or u8) accepts any bit pattern; the regions
+        // cannot overlap since `out` is fresh.
+        unsafe {
+            std::ptr::copy_nonoverlapping(
+                v.data.cast_const(),
+                out.as_mut_ptr().cast::<u8>(),
+                n * size_of::<T>(),
+            );
+            out.set_len(n);
+        }
+        return out;
+    }
+    v.for_each_offset(|o| {
         // SAFETY: `View::new` checked the offsets fit in isize; the caller guarantees the
         // memory is readable; `read_unaligned` needs no alignment.
-        .map(|o| unsafe { v.data.offset(o).cast::<T>().read_unaligned() })
-        .collect()
+        out.push(unsafe { v.data.offset(o).cast::<T>().read_unaligned() })
+    });
+    out
 }
 
-/// Writes `vals` (row-major) into the elements of `v`.
+/// Writes `vals` (row-major, at least numel of them) into the elements of `v`.
 ///
 /// # Safety
 /// Every element of `v` must lie in writable caller memory.
 unsafe fn scatter<T: Copy>(v: &View, vals: &[T]) {
-    for (o, &x) in v.offsets().into_iter().zip(vals) {
-        // SAFETY: as in `gather`, for writable memory.
-        unsafe { v.data.offset(o).cast::<T>().write_unaligned(x) }
+    let n = v.numel().min(vals.len());
+    if v.is_contiguous() {
+        // SAFETY: the caller guarantees the n contiguous elements at `data` are writable;
+        // `vals` is kiln's own storage, so it does not overlap caller memory.
+        unsafe {
+            std::ptr::copy_nonoverlapping(vals.as_ptr().cast::<u8>(), v.data, n * size_of::<T>())
+        };
+        return;
     }
+    let mut it = vals.iter();
+    v.for_each_offset(|o| {
+        if let Some(&x) = it.next() {
+            // SAFETY: as in `gather`, for writable memory.
+            unsafe { v.data.offset(o).cast::<T>().write_unaligned(x) }
+        }
+    });
 }
 
 /// Copies input buffers into contiguous kiln tensors, checking each against `types`.
