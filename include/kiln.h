@@ -1,7 +1,7 @@
 /*
  * kiln.h — the C API of kiln, a JIT kernel compiler and operator-fusion engine for
  * image-processing operators. Link with libkiln_capi.so (-lkiln_capi) or libkiln_capi.a
- * (plus -lpthread -ldl -lm). Guide: docs/C_API.md.
+ * (plus -lgcc_s -lutil -lrt -lpthread -lm -ldl -lc). Guide: docs/C_API.md.
  *
  * Workflow: kiln_engine_new -> kiln_op_new + kiln_op_set_* + kiln_op_build (or
  * kiln_graph_parse) -> kiln_compile -> kiln_run (any number of times) -> *_free.
