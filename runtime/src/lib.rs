@@ -1,5 +1,6 @@
 //! kiln-runtime: tensors, the eager executor (the oracle) and the fused executor.
 
+pub mod aot;
 #[cfg(feature = "cuda")]
 pub mod cuda;
 #[cfg(feature = "cuda")]
