@@ -1,5 +1,6 @@
 //! kiln-runtime: tensors, the eager executor (the oracle) and the fused executor.
 
+pub mod aot;
 pub mod atomic_file;
 pub mod backend;
 #[cfg(feature = "cuda")]

@@ -1,5 +1,6 @@
 //! Argument parsing and dispatch for the `kiln` binary. Each subcommand lives in its own file.
 
+mod aot;
 mod bench;
 mod demo;
 mod dump;
@@ -36,6 +37,10 @@ enum Command {
     Fuzz(fuzz::FuzzArgs),
     /// Time the fused kernels on the benchmark workloads (median, copy floor, compile).
     Bench(bench::BenchArgs),
+    /// Inspect and check kernel cache directories and bundles (`ls`, `verify`).
+    Aot(aot::AotArgs),
+    /// Manage the kernel cache (`prune`).
+    Cache(aot::CacheArgs),
 }
 
 /// A CLI failure: printed as one line, exit code 2.
@@ -108,6 +113,8 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode, CliError> {
         Command::Dump(a) => dump::run(a),
         Command::Fuzz(a) => fuzz::run(a),
         Command::Bench(a) => bench::run(a),
+        Command::Aot(a) => aot::run_aot(a),
+        Command::Cache(a) => aot::run_cache(a),
     }
 }
 
