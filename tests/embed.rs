@@ -38,6 +38,9 @@ fn oracle(name: &str, params: &[(&str, &str)], x: &ArrayD<f32>) -> ArrayD<f32> {
         .unwrap()
 }
 
+/// A typed op, the registry name and the registry parameters that should give the same graph.
+type Case = (Op, &'static str, Vec<(&'static str, &'static str)>);
+
 fn bits(a: &ArrayD<f32>) -> Vec<u32> {
     a.iter().map(|v| v.to_bits()).collect()
 }
@@ -45,7 +48,7 @@ fn bits(a: &ArrayD<f32>) -> Vec<u32> {
 #[test]
 fn typed_ops_match_the_registry_under_the_oracle() {
     let x = image(&[9, 11], 1);
-    let cases: Vec<(Op, &str, Vec<(&str, &str)>)> = vec![
+    let cases: Vec<Case> = vec![
         (Op::median_filter(3), "median_filter", vec![("size", "3")]),
         (
             Op::grey_erosion([3, 5]).mode(Mode::Constant).cval(2.5),

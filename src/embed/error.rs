@@ -33,5 +33,5 @@ pub enum Error {
     Internal(String),
 }
 
-/// `Result` with [`Error`].
+/// `Result` with [`enum@Error`].
 pub type Result<T, E = Error> = std::result::Result<T, E>;
