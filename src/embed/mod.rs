@@ -1,0 +1,31 @@
+//! The embedding facade: typed operators run on `ndarray` arrays, with one error type.
+//!
+//! Scope: [`Op`] (an operator with scipy's or kornia's parameters as Rust values),
+//! [`Pipeline`] (a chain of ops compiled into fused kernels once per dtype and shape, the
+//! kernels once per rank), run on `ndarray` views, returning an `ArrayD` or writing into a
+//! caller's view, and [`Error`]. Arrays are read as scipy reads them: every axis is spatial
+//! unless [`Pipeline::axes`] names the spatial ones (kornia's `median_blur` reads the last
+//! two). Exactness: results are the fused kernels' bits, which equal the eager oracle's.
+//! Limits: inputs are copied once into kiln's storage.
+//!
+//! ```
+//! use kiln::{Mode, Op, Pipeline};
+//! let x = ndarray::ArrayD::<f32>::from_shape_fn(vec![5, 6, 7], |i| (i[0] + 2 * i[1] + 3 * i[2]) as f32);
+//! let y = Op::median_filter(3).mode(Mode::Nearest).run(x.view())?;
+//! let z = Pipeline::new().then(Op::grey_erosion([1, 3, 3])).axes(&[0, 1, 2]).run(x.view())?;
+//! assert_eq!((y.shape(), z.shape()), (x.shape(), x.shape()));
+//! # Ok::<(), kiln::Error>(())
+//! ```
+
+pub mod element;
+pub mod error;
+pub mod layout;
+pub mod op;
+pub mod pipeline;
+
+pub use element::Element;
+pub use error::{Error, Result};
+pub use kiln_ops::Window;
+pub use layout::Layout;
+pub use op::{IntoWindow, Mode, Op, OpKind};
+pub use pipeline::{shared_engine, Pipeline};

@@ -1,0 +1,398 @@
+//! Typed operators: kiln's operators with scipy.ndimage's (or kornia's) parameters as Rust
+//! values instead of the CLI registry's `name=value` strings.
+//!
+//! Scope: [`Op`] names one operator and its parameters; [`Op::append`] appends its nodes to a
+//! graph through the same `kiln_ops` builder functions the registry calls, so an `Op` computes
+//! exactly what `kiln run` computes for the same parameters (exactness is the operators' own,
+//! documented in `kiln_ops`). Limits: scipy's non-flat `structure=` for grey morphology and
+//! `iterations`/`mask` for binary erosion are not offered, as `kiln_ops` has none.
+
+use kiln_ir::{Border, DType, GraphBuilder, NodeId, Scalar};
+use kiln_ops::Window;
+
+use super::error::{Error, Result};
+
+/// scipy.ndimage's boundary modes (`mode=`); the value outside for `Constant` is the op's
+/// `cval`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Mode {
+    /// `d c b a | a b c d | d c b a` (scipy's default; alias `grid-mirror`).
+    #[default]
+    Reflect,
+    /// Reads outside give `cval` (alias `grid-constant`).
+    Constant,
+    /// `a a a | a b c d | d d d`.
+    Nearest,
+    /// `d c b | a b c d | c b a`.
+    Mirror,
+    /// `b c d | a b c d | a b c` (alias `grid-wrap`).
+    Wrap,
+}
+
+impl Mode {
+    /// Parses a scipy mode name (with scipy's `grid-*` aliases).
+    pub fn from_name(name: &str) -> Result<Mode> {
+        Ok(match name {
+            "reflect" | "grid-mirror" => Mode::Reflect,
+            "constant" | "grid-constant" => Mode::Constant,
+            "nearest" => Mode::Nearest,
+            "mirror" => Mode::Mirror,
+            "wrap" | "grid-wrap" => Mode::Wrap,
+            _ => {
+                return Err(Error::Input(format!(
+                    "unknown mode `{name}` (expected reflect, constant, nearest, mirror, wrap, \
+                     grid-constant, grid-mirror or grid-wrap)"
+                )))
+            }
+        })
+    }
+
+    /// The scipy name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Mode::Reflect => "reflect",
+            Mode::Constant => "constant",
+            Mode::Nearest => "nearest",
+            Mode::Mirror => "mirror",
+            Mode::Wrap => "wrap",
+        }
+    }
+
+    /// kiln's border for this mode on `dtype`, `cval` converted like a cast from f64.
+    pub fn border(self, dtype: DType, cval: f64) -> Border {
+        match self {
+            Mode::Reflect => Border::Reflect,
+            Mode::Constant => Border::Constant(Scalar::from_f64(dtype, cval)),
+            Mode::Nearest => Border::Nearest,
+            Mode::Mirror => Border::Mirror,
+            Mode::Wrap => Border::Wrap,
+        }
+    }
+}
+
+/// Anything that is a scipy window: a size for every axis (`3`), one size per axis
+/// (`[3, 5]`, `&[3, 5][..]`, `vec![3, 5]`) or a [`Window`] (a footprint).
+pub trait IntoWindow {
+    /// The window.
+    fn into_window(self) -> Window;
+}
+
+impl IntoWindow for usize {
+    fn into_window(self) -> Window {
+        Window::size(&[self])
+    }
+}
+
+impl<const N: usize> IntoWindow for [usize; N] {
+    fn into_window(self) -> Window {
+        Window::size(&self)
+    }
+}
+
+impl IntoWindow for &[usize] {
+    fn into_window(self) -> Window {
+        Window::size(self)
+    }
+}
+
+impl IntoWindow for Vec<usize> {
+    fn into_window(self) -> Window {
+        Window::size(&self)
+    }
+}
+
+impl IntoWindow for Window {
+    fn into_window(self) -> Window {
+        self
+    }
+}
+
+/// Which operator an [`Op`] is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum OpKind {
+    /// scipy.ndimage.median_filter.
+    MedianFilter,
+    /// scipy.ndimage.grey_erosion (flat footprint).
+    GreyErosion,
+    /// scipy.ndimage.grey_dilation (flat footprint).
+    GreyDilation,
+    /// scipy.ndimage.grey_opening (flat footprint).
+    GreyOpening,
+    /// scipy.ndimage.grey_closing (flat footprint).
+    GreyClosing,
+    /// scipy.ndimage.binary_erosion (one iteration, no mask).
+    BinaryErosion,
+    /// Central-difference gradient magnitude over the last two spatial axes.
+    GradientMagnitude,
+    /// kornia.filters.median_blur (zero padding, lower median, NaN on non-finite windows).
+    MedianBlur,
+}
+
+impl OpKind {
+    /// The registry name (`kiln run`'s operator name).
+    pub fn name(self) -> &'static str {
+        match self {
+            OpKind::MedianFilter => "median_filter",
+            OpKind::GreyErosion => "grey_erosion",
+            OpKind::GreyDilation => "grey_dilation",
+            OpKind::GreyOpening => "grey_opening",
+            OpKind::GreyClosing => "grey_closing",
+            OpKind::BinaryErosion => "binary_erosion",
+            OpKind::GradientMagnitude => "gradient_magnitude",
+            OpKind::MedianBlur => "median_blur",
+        }
+    }
+}
+
+/// One operator with typed parameters. Build with a constructor, refine with the chained
+/// setters:
+///
+/// ```
+/// use kiln::embed::{Mode, Op};
+/// let op = Op::median_filter([3, 5]).mode(Mode::Constant).cval(1.5).origin([0, -1]);
+/// assert_eq!(op.kind().name(), "median_filter");
+/// ```
+#[derive(Clone, Debug, PartialEq)]
+pub struct Op {
+    kind: OpKind,
+    window: Option<Window>,
+    origin: Vec<i64>,
+    mode: Option<Mode>,
+    cval: f64,
+    border_value: bool,
+}
+
+impl Op {
+    fn new(kind: OpKind, window: Option<Window>) -> Op {
+        Op {
+            kind,
+            window,
+            origin: Vec::new(),
+            mode: None,
+            cval: 0.0,
+            border_value: false,
+        }
+    }
+
+    /// scipy.ndimage.median_filter with `size` or a footprint ([`IntoWindow`]).
+    pub fn median_filter(window: impl IntoWindow) -> Op {
+        Op::new(OpKind::MedianFilter, Some(window.into_window()))
+    }
+
+    /// scipy.ndimage.grey_erosion (minimum filter) with a flat window.
+    pub fn grey_erosion(window: impl IntoWindow) -> Op {
+        Op::new(OpKind::GreyErosion, Some(window.into_window()))
+    }
+
+    /// scipy.ndimage.grey_dilation (maximum over the reflected window).
+    pub fn grey_dilation(window: impl IntoWindow) -> Op {
+        Op::new(OpKind::GreyDilation, Some(window.into_window()))
+    }
+
+    /// scipy.ndimage.grey_opening: dilation of the erosion.
+    pub fn grey_opening(window: impl IntoWindow) -> Op {
+        Op::new(OpKind::GreyOpening, Some(window.into_window()))
+    }
+
+    /// scipy.ndimage.grey_closing: erosion of the dilation.
+    pub fn grey_closing(window: impl IntoWindow) -> Op {
+        Op::new(OpKind::GreyClosing, Some(window.into_window()))
+    }
+
+    /// scipy.ndimage.binary_erosion on bool arrays; `structure: None` is scipy's default
+    /// cross of radius 1.
+    pub fn binary_erosion(structure: Option<Window>) -> Op {
+        Op::new(OpKind::BinaryErosion, structure)
+    }
+
+    /// `sqrt(dx*dx + dy*dy)` with central differences over the last two spatial axes
+    /// (f32/f64).
+    pub fn gradient_magnitude() -> Op {
+        Op::new(OpKind::GradientMagnitude, None)
+    }
+
+    /// kornia's median_blur with a `ky x kx` kernel over the last two axes (f32/f64).
+    pub fn median_blur(ky: usize, kx: usize) -> Op {
+        Op::new(OpKind::MedianBlur, Some(Window::size(&[ky, kx])))
+    }
+
+    /// Sets scipy's `mode` (not taken by `binary_erosion` or `median_blur`).
+    pub fn mode(mut self, mode: Mode) -> Op {
+        self.mode = Some(mode);
+        self
+    }
+
+    /// Sets scipy's `cval`, the value outside under [`Mode::Constant`].
+    pub fn cval(mut self, cval: f64) -> Op {
+        self.cval = cval;
+        self
+    }
+
+    /// Sets scipy's `origin`: one value for every axis or one per spatial axis.
+    pub fn origin(mut self, origin: impl AsRef<[i64]>) -> Op {
+        self.origin = origin.as_ref().to_vec();
+        self
+    }
+
+    /// Sets `binary_erosion`'s `border_value`.
+    pub fn border_value(mut self, value: bool) -> Op {
+        self.border_value = value;
+        self
+    }
+
+    /// Which operator this is.
+    pub fn kind(&self) -> OpKind {
+        self.kind
+    }
+
+    /// The border mode (scipy's default `reflect` when unset).
+    pub fn border_mode(&self) -> Mode {
+        self.mode.unwrap_or_default()
+    }
+
+    /// How far outside its point this op reads along each of `rank` spatial axes: per axis
+    /// `(before, after)`. Used by callers that split arrays into overlapping chunks.
+    pub fn halo(&self, rank: usize) -> Result<Vec<(usize, usize)>> {
+        let mut h = vec![(0usize, 0usize); rank];
+        let window_halo = |w: &Window, origin: &[i64], reflect: bool| -> Result<Vec<_>> {
+            let shape = match w.shape.len() {
+                1 if w.mask.is_none() => vec![w.shape[0]; rank],
+                n if n == rank => w.shape.clone(),
+                n => {
+                    return Err(Error::Input(format!(
+                        "{}: window has {n} axes, the input has {rank} spatial axes",
+                        self.kind.name()
+                    )))
+                }
+            };
+            let org = |i: usize| match origin.len() {
+                0 => 0,
+                1 => origin[0],
+                _ => origin.get(i).copied().unwrap_or(0),
+            };
+            Ok(shape
+                .iter()
+                .enumerate()
+                .map(|(i, &s)| {
+                    let lo = (s / 2) as i64 + org(i);
+                    let hi = s as i64 - 1 - lo;
+                    let (lo, hi) = if reflect { (hi, lo) } else { (lo, hi) };
+                    (lo.max(0) as usize, hi.max(0) as usize)
+                })
+                .collect())
+        };
+        let add = |h: &mut Vec<(usize, usize)>, w: Vec<(usize, usize)>| {
+            for (a, b) in h.iter_mut().zip(w) {
+                a.0 += b.0;
+                a.1 += b.1;
+            }
+        };
+        let origin = self.effective_origin();
+        match self.kind {
+            OpKind::GradientMagnitude => {
+                for a in h.iter_mut().skip(rank.saturating_sub(2)) {
+                    *a = (1, 1);
+                }
+            }
+            OpKind::MedianBlur => {
+                let w = self
+                    .window
+                    .as_ref()
+                    .map(|w| w.shape.clone())
+                    .unwrap_or_default();
+                if let ([ky, kx], true) = (w.as_slice(), rank >= 2) {
+                    h[rank - 2] = ((ky - 1) / 2, ky / 2);
+                    h[rank - 1] = ((kx - 1) / 2, kx / 2);
+                }
+            }
+            OpKind::BinaryErosion => {
+                let w = self.window.clone().unwrap_or_else(|| Window::cross(rank));
+                add(&mut h, window_halo(&w, &origin, false)?);
+            }
+            kind => {
+                let w = self
+                    .window
+                    .as_ref()
+                    .ok_or_else(|| Error::Internal(format!("{} without a window", kind.name())))?;
+                let ero = |h: &mut Vec<_>| window_halo(w, &origin, false).map(|x| add(h, x));
+                let dil = |h: &mut Vec<_>| window_halo(w, &origin, true).map(|x| add(h, x));
+                match kind {
+                    OpKind::GreyDilation => dil(&mut h)?,
+                    OpKind::GreyOpening | OpKind::GreyClosing => {
+                        ero(&mut h)?;
+                        dil(&mut h)?;
+                    }
+                    _ => ero(&mut h)?,
+                }
+            }
+        }
+        Ok(h)
+    }
+
+    fn effective_origin(&self) -> Vec<i64> {
+        if !self.origin.is_empty() {
+            return self.origin.clone();
+        }
+        self.window
+            .as_ref()
+            .map(|w| w.origin.clone())
+            .unwrap_or_default()
+    }
+
+    /// Appends this operator's nodes reading `x` (a `[B, C, S1..Sd]` node) to `b` and returns
+    /// the result's node. The parameters are checked here (by `kiln_ops`).
+    pub fn append(&self, b: &mut GraphBuilder, x: NodeId, dtype: DType) -> Result<NodeId> {
+        let name = self.kind.name();
+        let no_mode = |what: &str| -> Result<()> {
+            if self.mode.is_some() {
+                return Err(Error::Input(format!("{name}: takes no mode ({what})")));
+            }
+            Ok(())
+        };
+        let border = self.border_mode().border(dtype, self.cval);
+        let origin = self.effective_origin();
+        let window = || -> Result<Window> {
+            let w = self
+                .window
+                .clone()
+                .ok_or_else(|| Error::Internal(format!("{name} without a window")))?;
+            Ok(w.with_origin(&origin))
+        };
+        Ok(match self.kind {
+            OpKind::MedianFilter => kiln_ops::median_filter(b, x, &window()?, border)?,
+            OpKind::GreyErosion => kiln_ops::grey_erosion(b, x, &window()?, border)?,
+            OpKind::GreyDilation => kiln_ops::grey_dilation(b, x, &window()?, border)?,
+            OpKind::GreyOpening => kiln_ops::grey_opening(b, x, &window()?, border)?,
+            OpKind::GreyClosing => kiln_ops::grey_closing(b, x, &window()?, border)?,
+            OpKind::GradientMagnitude => kiln_ops::gradient_magnitude(b, x, border)?,
+            OpKind::BinaryErosion => {
+                no_mode("its border is border_value")?;
+                kiln_ops::binary_erosion(b, x, self.window.as_ref(), self.border_value, &origin)?
+            }
+            OpKind::MedianBlur => {
+                no_mode("kornia pads with zeros")?;
+                if !origin.is_empty() {
+                    return Err(Error::Input(format!("{name}: takes no origin")));
+                }
+                let w = window()?;
+                match w.shape.as_slice() {
+                    [ky, kx] => kiln_ops::median_blur_hw(b, x, *ky, *kx)?,
+                    s => {
+                        return Err(Error::Input(format!(
+                            "{name}: kernel size {s:?} must be ky, kx"
+                        )))
+                    }
+                }
+            }
+        })
+    }
+
+    /// The spatial axes this op needs at least (`median_blur` and `gradient_magnitude`
+    /// work over two axes).
+    pub(crate) fn min_spatial_rank(&self) -> usize {
+        match self.kind {
+            OpKind::GradientMagnitude | OpKind::MedianBlur => 2,
+            _ => 1,
+        }
+    }
+}
