@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, SystemTime};
 
-use kiln_codegen::kernel::{Inst, Kernel, KernelBody, Op, Source, Stage, ValueId};
+use kiln_codegen::kernel::{Inst, Kernel, KernelBody, Line, Op, Source, Stage, ValueId};
 use kiln_ir::{Border, DType, ReduceOp, Scalar};
 use kiln_runtime::aot::entry::MIN_LEN;
 use kiln_runtime::aot::store::{self, PruneReport};
@@ -153,10 +153,7 @@ fn each_key_input_changes_the_key() {
             rank: 4,
             inputs: vec![DType::F32],
             output: DType::F32,
-            body: KernelBody::Scan {
-                axis: 2,
-                op: ReduceOp::Sum,
-            },
+            body: KernelBody::Line(Line::scan(2, ReduceOp::Sum, DType::F32)),
         }
         .to_string()
     });
