@@ -1,10 +1,11 @@
 //! Emitting a stage program at one column (border path), one vector (interior) or one edge
 //! vector: per-instruction code ([`emit_at`]) with its column remaps and edge loads, known
-//! bools folded ([`fold_known`]), and the whole program ([`body`]).
+//! bools folded ([`fold_known`]), the 4 x f32 lane form of the vector emitter
+//! ([`F32Lanes`], see `lanes`), and the whole program ([`body`]).
 //!
 //! Exactness: each instruction's semantics come from `values` (the executable SEMANTICS.md in
 //! CLIF); a remap is `kiln_ir::semantics::remap_index`; folds only skip code whose value is
-//! known. Limits: the `F32X4` path and the scalar path; the byte path is `bytevec`.
+//! known. Limits: the `F32X4` path and the scalar path; the byte lanes are `bytevec`.
 
 use cranelift_codegen::ir::condcodes::IntCC;
 use cranelift_codegen::ir::{types, InstBuilder, Type, Value};
@@ -12,6 +13,7 @@ use cranelift_frontend::FunctionBuilder;
 use kiln_ir::{BinaryOp, Border, DType, Scalar, UnaryOp};
 
 use super::edge::{self, Anchor, LaneSource};
+use super::lanes::{self, VectorLanes};
 use super::rowfn::{bad, Path, RowCtx, StageCode};
 use super::values::{arg, mem, Em, Val};
 use crate::kernel::Op;
@@ -345,16 +347,85 @@ pub(super) fn body(
     x: Value,
     path: Path,
 ) -> Result<Value, CodegenError> {
-    let StageCode {
-        stage, plan, fault, ..
-    } = *code;
-    let mut em = Em::new(b, path != Path::Border, fault, plan.int_picks);
-    let mut frame = Frame::new(stage.insts.len());
-    for &i in &plan.order {
-        emit_at(&mut em, code, &mut frame, i, x, path)?;
+    let mut l = F32Lanes::new(b, code, path != Path::Border);
+    lanes::body(&mut l, code.stage, code.plan.order.iter().copied(), x, path)
+}
+
+/// The 4 x f32 lane form of the vector emitter (`lanes`), bools as 32-bit lane masks, op
+/// semantics from `values`; with `vec == false`, one lane (the scalar border path).
+pub(super) struct F32Lanes<'a, 'b, 'c> {
+    em: Em<'a, 'b>,
+    code: StageCode<'c>,
+}
+
+impl<'a, 'b, 'c> F32Lanes<'a, 'b, 'c> {
+    /// Four lanes (`vec`) or one of `code`'s stage, emitting into `b`.
+    pub(super) fn new(
+        b: &'a mut FunctionBuilder<'b>,
+        code: &StageCode<'c>,
+        vec: bool,
+    ) -> F32Lanes<'a, 'b, 'c> {
+        F32Lanes {
+            em: Em::new(b, vec, code.fault, code.plan.int_picks),
+            code: *code,
+        }
     }
-    let mut r = frame.get(&stage.result)?;
-    Ok(em.result_value(&mut r, plan.raw_result))
+}
+
+impl<'b> VectorLanes<'b> for F32Lanes<'_, 'b, '_> {
+    /// A value and whether it is a bool known at code-generation time.
+    type Val = (Val, Option<bool>);
+    type Frame = Frame;
+    const LANES: i64 = 4;
+
+    fn builder(&mut self) -> &mut FunctionBuilder<'b> {
+        self.em.b
+    }
+
+    fn frame(&self, n: usize) -> Frame {
+        Frame::new(n)
+    }
+
+    fn get(frame: &Frame, i: usize) -> Option<(Val, Option<bool>)> {
+        Some((frame.vals.get(i).copied().flatten()?, frame.known[i]))
+    }
+
+    fn set(frame: &mut Frame, i: usize, v: (Val, Option<bool>)) {
+        frame.vals[i] = Some(v.0);
+        frame.known[i] = v.1;
+    }
+
+    fn emit(
+        &mut self,
+        frame: &mut Frame,
+        i: usize,
+        x: Value,
+        path: Path,
+    ) -> Result<(), CodegenError> {
+        emit_at(&mut self.em, &self.code, frame, i, x, path)
+    }
+
+    /// One `palignr` per register form (see `Em::shift_lanes`); a known bool stays known.
+    fn shift(
+        &mut self,
+        (mut lo, known): (Val, Option<bool>),
+        (mut hi, _): (Val, Option<bool>),
+        k: u8,
+    ) -> (Val, Option<bool>) {
+        (self.em.shift_lanes(&mut lo, &mut hi, k), known)
+    }
+
+    fn carried(&self, i: usize, v: Value) -> (Val, Option<bool>) {
+        (Val::plain(self.code.stage.insts[i].dtype, v), None)
+    }
+
+    fn plain(&mut self, v: &mut (Val, Option<bool>)) -> Value {
+        self.em.plain(&mut v.0)
+    }
+
+    fn result(&mut self, v: &mut (Val, Option<bool>)) -> Value {
+        self.em.result_value(&mut v.0, self.code.plan.raw_result)
+    }
 }
 
 /// Folds an instruction whose bool operands make it known without code: a select with a
