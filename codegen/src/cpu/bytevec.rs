@@ -17,9 +17,8 @@ use cranelift_frontend::FunctionBuilder;
 use kiln_ir::{BinaryOp, Border, DType, Scalar, UnaryOp};
 
 use super::edge::{Anchor, LaneSource, Shape, Side};
-use super::lanes::VectorLanes;
+use super::lanes::{self, VectorLanes};
 use super::rowfn::Path;
-use super::values::mem;
 use crate::kernel::{Op, Stage};
 use crate::CodegenError;
 
@@ -170,14 +169,7 @@ fn emit_inst(
                     &lanes,
                 )?));
             }
-            let addr = em.b.ins().iadd(rows.ptr[s], x);
-            let v = match i32::try_from(dx) {
-                Ok(o) => em.b.ins().load(types::I8X16, mem(), addr, o),
-                Err(_) => {
-                    let addr = em.b.ins().iadd_imm_s(addr, dx);
-                    em.b.ins().load(types::I8X16, mem(), addr, 0)
-                }
-            };
+            let v = lanes::load::<ByteLanes>(em.b, types::I8X16, rows.ptr[s], x, dx);
             BVal::lanes(v)
         }
         Op::InRange(offset) => {
@@ -355,6 +347,8 @@ impl<'b> VectorLanes<'b> for ByteLanes<'_, 'b, '_> {
     type Val = BVal;
     type Frame = Vec<Option<BVal>>;
     const LANES: i64 = LANES;
+    const LANE_SHIFT: i64 = 0;
+    const SHAPE: Shape = Shape::BYTES;
 
     fn builder(&mut self) -> &mut FunctionBuilder<'b> {
         self.em.b
@@ -428,22 +422,17 @@ impl Em<'_, '_> {
         let (anchors, picks) = Shape::BYTES.anchors(lanes);
         let mut vals: Vec<Value> = Vec::with_capacity(anchors.len());
         for &anchor in &anchors {
-            vals.push(match anchor {
-                Anchor::Left(a) => self
-                    .b
-                    .ins()
-                    .load(types::I8X16, mem(), p, (LANES * a) as i32),
-                Anchor::Right(a) => {
-                    let end = self.b.ins().iadd(p, width);
-                    let off = (LANES * a - Shape::BYTES.span) as i32;
-                    self.b.ins().load(types::I8X16, mem(), end, off)
-                }
-                Anchor::Constant => match border {
-                    Border::Constant(Scalar::U8(c)) => self.splat(i64::from(*c)),
-                    Border::Constant(Scalar::Bool(c)) => self.splat(i64::from(*c)),
-                    _ => return Err(bad("constant lanes without a byte constant border")),
+            let ty = types::I8X16;
+            vals.push(
+                match lanes::anchor_load::<ByteLanes>(self.b, ty, p, width, anchor) {
+                    Some(v) => v,
+                    None => match border {
+                        Border::Constant(Scalar::U8(c)) => self.splat(i64::from(*c)),
+                        Border::Constant(Scalar::Bool(c)) => self.splat(i64::from(*c)),
+                        _ => return Err(bad("constant lanes without a byte constant border")),
+                    },
                 },
-            });
+            );
         }
         // Source 0 (and 1) by one shuffle, each further source by one more; lanes of sources
         // not merged yet are placeholders.

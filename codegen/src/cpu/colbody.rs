@@ -86,21 +86,18 @@ pub(super) fn edge_load(
     let (anchors, picks) = edge::Shape::F32.anchors(lanes);
     let mut vals: Vec<Value> = Vec::with_capacity(anchors.len());
     for &anchor in &anchors {
-        vals.push(match anchor {
-            Anchor::Left(k) => em.b.ins().load(ty, mem(), p, (16 * k) as i32),
-            Anchor::Right(k) => {
-                let end = em.b.ins().ishl_imm_u(width, 2);
-                let end = em.b.ins().iadd(p, end);
-                em.b.ins().load(ty, mem(), end, (16 * k - 64) as i32)
-            }
-            Anchor::Constant => {
-                let Border::Constant(c) = border else {
-                    return Err(bad("constant lanes without a constant border"));
-                };
-                let mut c = em.constant(*c)?;
-                em.plain(&mut c)
-            }
-        });
+        vals.push(
+            match lanes::anchor_load::<F32Lanes>(em.b, ty, p, width, anchor) {
+                Some(v) => v,
+                None => {
+                    let Border::Constant(c) = border else {
+                        return Err(bad("constant lanes without a constant border"));
+                    };
+                    let mut c = em.constant(*c)?;
+                    em.plain(&mut c)
+                }
+            },
+        );
     }
     let picks: [(usize, u8); 4] = picks
         .try_into()
@@ -194,17 +191,7 @@ pub(super) fn emit_at(
                     let lanes = lanes.expect("checked");
                     edge_load(em, ctx.width, p, ty, border, &lanes)?
                 }
-                Path::Vector | Path::Edge(..) => {
-                    let base = em.b.ins().ishl_imm_u(x, 2);
-                    let addr = em.b.ins().iadd(p, base);
-                    match i32::try_from(dx * 4) {
-                        Ok(o) => em.b.ins().load(ty, mem(), addr, o),
-                        Err(_) => {
-                            let addr = em.b.ins().iadd_imm_s(addr, dx * 4);
-                            em.b.ins().load(ty, mem(), addr, 0)
-                        }
-                    }
-                }
+                Path::Vector | Path::Edge(..) => lanes::load::<F32Lanes>(em.b, ty, p, x, dx),
                 Path::Border => {
                     let j = em.b.ins().iadd_imm_s(x, dx);
                     let m = if dx == 0 {
@@ -377,6 +364,8 @@ impl<'b> VectorLanes<'b> for F32Lanes<'_, 'b, '_> {
     type Val = (Val, Option<bool>);
     type Frame = Frame;
     const LANES: i64 = 4;
+    const LANE_SHIFT: i64 = 2;
+    const SHAPE: edge::Shape = edge::Shape::F32;
 
     fn builder(&mut self) -> &mut FunctionBuilder<'b> {
         self.em.b

@@ -1,9 +1,10 @@
 //! One vector emitter over a lane trait: the stage program at one vector (interior or edge
 //! vector, [`body`]) and the shared steps of several vectors whose shift-equivalent values
 //! come from lane shuffles of neighbouring vectors and are carried from step to step
-//! ([`body_shared`], [`carried_first`], planned by `shift::ShiftPlan`). [`VectorLanes`] is
-//! what a lane form supplies: its lane count, its frames of values, the lane shift, and the
-//! op semantics of one instruction. Implemented for 4 x f32 (`colbody::F32Lanes`, whose
+//! ([`body_shared`], [`carried_first`], planned by `shift::ShiftPlan`), and the vector and
+//! edge-anchor loads ([`load`], [`anchor_load`]). [`VectorLanes`] is what a lane form
+//! supplies: its lane count and width, its frames of values, the lane shift, and the op
+//! semantics of one instruction. Implemented for 4 x f32 (`colbody::F32Lanes`, whose
 //! semantics are `values`) and 16 x u8/bool (`bytevec::ByteLanes`).
 //!
 //! Exactness: this file only decides which instruction is emitted at which vector and where
@@ -15,11 +16,13 @@
 
 use std::collections::BTreeMap;
 
-use cranelift_codegen::ir::{InstBuilder, Value};
+use cranelift_codegen::ir::{InstBuilder, Type, Value};
 use cranelift_frontend::FunctionBuilder;
 
+use super::edge::{Anchor, Shape};
 use super::rowfn::{bad, Path};
 use super::shift::ShiftPlan;
+use super::values::mem;
 use crate::kernel::Stage;
 use crate::CodegenError;
 
@@ -32,6 +35,10 @@ pub(super) trait VectorLanes<'b> {
     type Frame;
     /// Columns per vector.
     const LANES: i64;
+    /// Bytes per lane as a shift: column `x` is at byte `x << LANE_SHIFT` of its row.
+    const LANE_SHIFT: i64;
+    /// The edge vectors' shape (see `edge`).
+    const SHAPE: Shape;
 
     /// The function being built.
     fn builder(&mut self) -> &mut FunctionBuilder<'b>;
@@ -213,4 +220,57 @@ fn ensure<'b, L: VectorLanes<'b>>(
         }
     }
     Ok(())
+}
+
+/// Byte offset of column `x` in a row of `L` lanes (no shift for one-byte lanes).
+fn col_offset<'b, L: VectorLanes<'b>>(b: &mut FunctionBuilder, x: Value) -> Value {
+    if L::LANE_SHIFT == 0 {
+        x
+    } else {
+        b.ins().ishl_imm_u(x, L::LANE_SHIFT)
+    }
+}
+
+/// The vector of type `ty` at columns `x + dx ..` of the row at `p` (every column in the
+/// row; unit stride).
+pub(super) fn load<'b, L: VectorLanes<'b>>(
+    b: &mut FunctionBuilder,
+    ty: Type,
+    p: Value,
+    x: Value,
+    dx: i64,
+) -> Value {
+    let base = col_offset::<L>(b, x);
+    let addr = b.ins().iadd(p, base);
+    let off = dx.saturating_mul(1 << L::LANE_SHIFT);
+    match i32::try_from(off) {
+        Ok(o) => b.ins().load(ty, mem(), addr, o),
+        Err(_) => {
+            let addr = b.ins().iadd_imm_s(addr, off);
+            b.ins().load(ty, mem(), addr, 0)
+        }
+    }
+}
+
+/// An anchor vector of an edge-vector load (see `edge`) from the row at `p` of `width`
+/// columns: `LANES` columns from column `LANES * a` (`Left(a)`) or `W - SHAPE.span +
+/// LANES * a` (`Right(a)`). `None` for the border's constant, which the lane form builds.
+pub(super) fn anchor_load<'b, L: VectorLanes<'b>>(
+    b: &mut FunctionBuilder,
+    ty: Type,
+    p: Value,
+    width: Value,
+    anchor: Anchor,
+) -> Option<Value> {
+    let bytes = |cols: i64| (cols * (1 << L::LANE_SHIFT)) as i32;
+    match anchor {
+        Anchor::Left(a) => Some(b.ins().load(ty, mem(), p, bytes(L::LANES * a))),
+        Anchor::Right(a) => {
+            let end = col_offset::<L>(b, width);
+            let end = b.ins().iadd(p, end);
+            let off = bytes(L::LANES * a - L::SHAPE.span);
+            Some(b.ins().load(ty, mem(), end, off))
+        }
+        Anchor::Constant => None,
+    }
 }
