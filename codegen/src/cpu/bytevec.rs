@@ -185,9 +185,7 @@ fn emit_inst(
                 (None, None) => em.konst(true),
                 (Some(o), None) => BVal::lanes(o),
                 (outer, Some(lanes)) => {
-                    let bytes: Vec<u8> = lanes.iter().map(|&t| u8::from(t)).collect();
-                    let handle = em.b.func.dfg.constants.insert(bytes.into());
-                    let c = em.b.ins().vconst(types::I8X16, handle);
+                    let c = lanes::lane_flags::<ByteLanes>(em.b, types::I8X16, &lanes, 1);
                     match outer {
                         Some(o) => BVal::lanes(em.b.ins().band(o, c)),
                         None if !lanes.contains(&true) => em.konst(false),

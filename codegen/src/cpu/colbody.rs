@@ -242,12 +242,7 @@ pub(super) fn emit_at(
                 }
                 Path::Edge(side, v) if edge::in_range_lanes(side, v, dx) != [true; 4] => {
                     let lanes = edge::in_range_lanes(side, v, dx);
-                    let bytes: Vec<u8> = lanes
-                        .iter()
-                        .flat_map(|&t| [if t { 0xff } else { 0 }; 4])
-                        .collect();
-                    let handle = em.b.func.dfg.constants.insert(bytes.into());
-                    let mask = em.b.ins().vconst(types::I32X4, handle);
+                    let mask = lanes::lane_flags::<F32Lanes>(em.b, types::I32X4, &lanes, 0xff);
                     match outer {
                         Some(f) => {
                             let f = em.bool_from_i8(f);

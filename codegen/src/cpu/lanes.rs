@@ -1,8 +1,9 @@
 //! One vector emitter over a lane trait: the stage program at one vector (interior or edge
 //! vector, [`body`]) and the shared steps of several vectors whose shift-equivalent values
 //! come from lane shuffles of neighbouring vectors and are carried from step to step
-//! ([`body_shared`], [`carried_first`], planned by `shift::ShiftPlan`), and the vector and
-//! edge-anchor loads ([`load`], [`anchor_load`]). [`VectorLanes`] is what a lane form
+//! ([`body_shared`], [`carried_first`], planned by `shift::ShiftPlan`), the vector and
+//! edge-anchor loads ([`load`], [`anchor_load`]) and an edge vector's lane flags
+//! ([`lane_flags`]). [`VectorLanes`] is what a lane form
 //! supplies: its lane count and width, its frames of values, the lane shift, and the op
 //! semantics of one instruction. Implemented for 4 x f32 (`colbody::F32Lanes`, whose
 //! semantics are `values`) and 16 x u8/bool (`bytevec::ByteLanes`).
@@ -273,4 +274,20 @@ pub(super) fn anchor_load<'b, L: VectorLanes<'b>>(
         }
         Anchor::Constant => None,
     }
+}
+
+/// A constant of type `ty` whose lane `j` has every byte `on` where `lanes[j]` holds and 0
+/// elsewhere (an edge vector's in-range lanes: `0xff` masks on f32 lanes, 0/1 bytes).
+pub(super) fn lane_flags<'b, L: VectorLanes<'b>>(
+    b: &mut FunctionBuilder,
+    ty: Type,
+    lanes: &[bool],
+    on: u8,
+) -> Value {
+    let bytes: Vec<u8> = lanes
+        .iter()
+        .flat_map(|&t| std::iter::repeat_n(if t { on } else { 0 }, 1 << L::LANE_SHIFT))
+        .collect();
+    let handle = b.func.dfg.constants.insert(bytes.into());
+    b.ins().vconst(ty, handle)
 }
