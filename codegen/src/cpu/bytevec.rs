@@ -1,5 +1,7 @@
 //! The 16-lane byte path: a stage whose values are all u8 or bool runs its interior sixteen
-//! columns at a time on `I8X16`.
+//! columns at a time on `I8X16`. This file holds the byte lanes' op semantics
+//! ([`ByteLanes`], the 16 x u8/bool `lanes::VectorLanes`); the vector emitter that drives
+//! them (one vector, edge vectors, shared steps) is `lanes`, shared with the f32 lanes.
 //!
 //! Register form: u8 lanes as they are; bool lanes as the bytes 0 or 1, exactly as bools are
 //! stored, so loads, stores, `and`/`or` (and bool min/max) need no conversion. A comparison
@@ -9,16 +11,14 @@
 //! Every op here is exact lane-wise integer arithmetic with the scalar path's meaning
 //! (wrapping u8 add/sub/neg, unsigned compares), so the two paths agree bit for bit.
 
-use std::collections::BTreeMap;
-
 use cranelift_codegen::ir::condcodes::IntCC;
 use cranelift_codegen::ir::{types, ConstantData, InstBuilder, Value};
 use cranelift_frontend::FunctionBuilder;
 use kiln_ir::{BinaryOp, Border, DType, Scalar, UnaryOp};
 
 use super::edge::{Anchor, LaneSource, Shape, Side};
-use super::shift::ShiftPlan;
-use super::values::mem;
+use super::lanes::{self, VectorLanes};
+use super::rowfn::Path;
 use crate::kernel::{Op, Stage};
 use crate::CodegenError;
 
@@ -46,7 +46,7 @@ pub(crate) fn supported(stage: &Stage) -> bool {
 /// A value on the byte path: its 0/1-or-u8 lanes, its lane mask (bools), and whether it is
 /// a bool known at code-generation time.
 #[derive(Clone, Copy)]
-struct BVal {
+pub(crate) struct BVal {
     lanes: Option<Value>,
     mask: Option<Value>,
     known: Option<bool>,
@@ -128,27 +128,6 @@ pub(crate) struct Rows<'a> {
     pub(crate) width: Value,
 }
 
-/// Emits sixteen columns of `stage` at column `x` (unit strides): with `edge == None`,
-/// columns of the interior (every `x + dx` inside the row); with `Some(side)`, the first
-/// (`x == 0`) or last (`x == W - 16`) sixteen columns of a row of at least
-/// `Shape::BYTES.min_width(1)` columns, whose loads read outside the row per the border
-/// mode (see `edge`). Returns the 16 result bytes (bools as 0/1).
-pub(crate) fn body(
-    b: &mut FunctionBuilder,
-    stage: &Stage,
-    rows: &Rows,
-    x: Value,
-    edge: Option<Side>,
-) -> Result<Value, CodegenError> {
-    let mut em = Em { b, one: None };
-    let mut vals: Vec<Option<BVal>> = vec![None; stage.insts.len()];
-    for i in 0..stage.insts.len() {
-        vals[i] = Some(emit_inst(&mut em, stage, rows, i, x, edge, &mut vals)?);
-    }
-    let mut r = get(&vals, stage.result.0 as usize)?;
-    Ok(em.lanes(&mut r))
-}
-
 /// An operand already emitted.
 fn get(vals: &[Option<BVal>], i: usize) -> Result<BVal, CodegenError> {
     vals.get(i)
@@ -157,7 +136,7 @@ fn get(vals: &[Option<BVal>], i: usize) -> Result<BVal, CodegenError> {
         .ok_or_else(|| bad(format!("value {i} used before it is emitted")))
 }
 
-/// Emits instruction `i` at column `x` (an edge vector at `edge`, see [`body`]) from its
+/// Emits instruction `i` at column `x` (an edge vector at `edge`, see [`ByteLanes`]) from its
 /// operands in `vals` (which keep the lane and mask forms computed for them on the way).
 fn emit_inst(
     em: &mut Em,
@@ -190,14 +169,7 @@ fn emit_inst(
                     &lanes,
                 )?));
             }
-            let addr = em.b.ins().iadd(rows.ptr[s], x);
-            let v = match i32::try_from(dx) {
-                Ok(o) => em.b.ins().load(types::I8X16, mem(), addr, o),
-                Err(_) => {
-                    let addr = em.b.ins().iadd_imm_s(addr, dx);
-                    em.b.ins().load(types::I8X16, mem(), addr, 0)
-                }
-            };
+            let v = lanes::load::<ByteLanes>(em.b, types::I8X16, rows.ptr[s], x, dx);
             BVal::lanes(v)
         }
         Op::InRange(offset) => {
@@ -213,9 +185,7 @@ fn emit_inst(
                 (None, None) => em.konst(true),
                 (Some(o), None) => BVal::lanes(o),
                 (outer, Some(lanes)) => {
-                    let bytes: Vec<u8> = lanes.iter().map(|&t| u8::from(t)).collect();
-                    let handle = em.b.func.dfg.constants.insert(bytes.into());
-                    let c = em.b.ins().vconst(types::I8X16, handle);
+                    let c = lanes::lane_flags::<ByteLanes>(em.b, types::I8X16, &lanes, 1);
                     match outer {
                         Some(o) => BVal::lanes(em.b.ins().band(o, c)),
                         None if !lanes.contains(&true) => em.konst(false),
@@ -345,149 +315,95 @@ fn emit_inst(
     Ok(v)
 }
 
-/// One vector of a shared step: its first column and the values emitted there so far.
-type Frame = (Value, Vec<Option<BVal>>);
+/// The 16 x u8/bool lane form of the vector emitter (`lanes`): sixteen columns at column
+/// `x` (unit strides); on `Path::Edge(side, _)`, the first (`x == 0`) or last
+/// (`x == W - 16`) sixteen columns of a row of at least `Shape::BYTES.min_width(1)`
+/// columns, whose loads read outside the row per the border mode (see `edge`). The result
+/// is the 16 bytes (bools as 0/1). There is no scalar path (`Path::Border`).
+pub(crate) struct ByteLanes<'a, 'b, 'r> {
+    em: Em<'a, 'b>,
+    stage: &'r Stage,
+    rows: &'r Rows<'r>,
+}
 
-/// Emits `sp.blocks` vectors of the stage at columns `x, x + 16, ...` (unit strides, every
-/// read in the row), taking shift-equivalent values from byte shuffles of neighbouring
-/// vectors of their class's representative (see `shift`) and the values of `sp.carry`
-/// from `carried` (their lanes, in that order); `store(b, u, lanes)` writes output vector
-/// `u` as soon as it is computed. `order` is the emission order of the instructions.
-/// Returns the lanes of the values the next step carries (`sp.carry` moved by
-/// `sp.blocks` vectors). The same bits as [`body`] at each vector: a shuffle moves bytes,
-/// and each class member computes the same operations on the same inputs.
-#[allow(clippy::too_many_arguments)]
-pub(crate) fn body_shared(
-    b: &mut FunctionBuilder,
-    stage: &Stage,
-    rows: &Rows,
-    sp: &ShiftPlan,
-    order: &[usize],
-    x: Value,
-    carried: &[Value],
-    mut store: impl FnMut(&mut FunctionBuilder, usize, Value),
-) -> Result<Vec<Value>, CodegenError> {
-    let mut em = Em { b, one: None };
-    let n = stage.insts.len();
-    let mut frames: BTreeMap<i64, Frame> = BTreeMap::new();
-    for (&(i, v), &val) in sp.carry.iter().zip(carried) {
-        frame_at(&mut em, &mut frames, x, v, n, sp.lanes).1[i] = Some(BVal::lanes(val));
-    }
-    for u in 0..sp.needs.len() {
-        for at in sp.needed(u, order) {
-            ensure(&mut em, stage, rows, sp, &mut frames, x, at)?;
+impl<'a, 'b, 'r> ByteLanes<'a, 'b, 'r> {
+    /// The byte lanes of `stage` reading `rows`, emitting into `b`.
+    pub(crate) fn new(
+        b: &'a mut FunctionBuilder<'b>,
+        stage: &'r Stage,
+        rows: &'r Rows<'r>,
+    ) -> ByteLanes<'a, 'b, 'r> {
+        ByteLanes {
+            em: Em { b, one: None },
+            stage,
+            rows,
         }
-        let mut r = frames
-            .get(&(u as i64))
-            .and_then(|f| f.1[stage.result.0 as usize])
-            .ok_or_else(|| bad("shared result not computed"))?;
-        let l = em.lanes(&mut r);
-        store(em.b, u, l);
     }
-    carried_lanes(&mut em, stage, rows, sp, &mut frames, x, sp.blocks as i64)
 }
 
-/// The lanes of `sp.carry` for a row's first shared step at `x` (and a redone last one),
-/// computed from scratch.
-pub(crate) fn carried_first(
-    b: &mut FunctionBuilder,
-    stage: &Stage,
-    rows: &Rows,
-    sp: &ShiftPlan,
-    x: Value,
-) -> Result<Vec<Value>, CodegenError> {
-    let mut em = Em { b, one: None };
-    let mut frames = BTreeMap::new();
-    carried_lanes(&mut em, stage, rows, sp, &mut frames, x, 0)
-}
+impl<'b> VectorLanes<'b> for ByteLanes<'_, 'b, '_> {
+    type Val = BVal;
+    type Frame = Vec<Option<BVal>>;
+    const LANES: i64 = LANES;
+    const LANE_SHIFT: i64 = 0;
+    const SHAPE: Shape = Shape::BYTES;
 
-/// The lanes of `sp.carry` at vectors moved by `ahead` from the step at `x`, computing what
-/// `frames` does not have yet.
-fn carried_lanes(
-    em: &mut Em,
-    stage: &Stage,
-    rows: &Rows,
-    sp: &ShiftPlan,
-    frames: &mut BTreeMap<i64, Frame>,
-    x: Value,
-    ahead: i64,
-) -> Result<Vec<Value>, CodegenError> {
-    let mut out = Vec::with_capacity(sp.carry.len());
-    for &(i, v) in &sp.carry {
-        ensure(em, stage, rows, sp, frames, x, (i, v + ahead))?;
-        let f = frames
-            .get_mut(&(v + ahead))
-            .ok_or_else(|| bad("carried value not computed"))?;
-        let mut val = f.1[i].ok_or_else(|| bad("carried value not computed"))?;
-        out.push(em.lanes(&mut val));
-        f.1[i] = Some(val);
+    fn builder(&mut self) -> &mut FunctionBuilder<'b> {
+        self.em.b
     }
-    Ok(out)
-}
 
-/// The frame of vector `v` of the step at `x` (columns `x + lanes * v ..`), created on
-/// first use.
-fn frame_at<'f>(
-    em: &mut Em,
-    frames: &'f mut BTreeMap<i64, Frame>,
-    x: Value,
-    v: i64,
-    n: usize,
-    lanes: i64,
-) -> &'f mut Frame {
-    frames.entry(v).or_insert_with(|| {
-        let xv = em.b.ins().iadd_imm_s(x, lanes * v);
-        (xv, vec![None; n])
-    })
-}
+    fn frame(&self, n: usize) -> Vec<Option<BVal>> {
+        vec![None; n]
+    }
 
-/// Emits instruction `i` at vector `v` of a shared step and, first, whatever it needs that
-/// is not emitted yet (see `ShiftPlan::schedule`).
-fn ensure(
-    em: &mut Em,
-    stage: &Stage,
-    rows: &Rows,
-    sp: &ShiftPlan,
-    frames: &mut BTreeMap<i64, Frame>,
-    x: Value,
-    at: (usize, i64),
-) -> Result<(), CodegenError> {
-    let n = stage.insts.len();
-    let todo = sp.schedule(stage, at, |(i, v)| {
-        frames.get(&v).is_some_and(|f| f.1[i].is_some())
-    });
-    for (i, v) in todo {
-        let (xv, _) = *frame_at(em, frames, x, v, n, sp.lanes);
-        let val = match sp.derive[i] {
-            Some((r, d)) => {
-                let (fl, k) = (d.div_euclid(sp.lanes), d.rem_euclid(sp.lanes));
-                let get_r = |frames: &BTreeMap<i64, Frame>, w: i64| {
-                    frames
-                        .get(&w)
-                        .and_then(|f| f.1[r])
-                        .ok_or_else(|| bad("shared value used before it is computed"))
-                };
-                let lo = get_r(frames, v + fl)?;
-                if k == 0 {
-                    lo
-                } else {
-                    let hi = get_r(frames, v + fl + 1)?;
-                    em.shift_bytes(lo, hi, k as u8)
-                }
-            }
-            None => {
-                let f = &mut frames
-                    .get_mut(&v)
-                    .ok_or_else(|| bad("frame not created"))?
-                    .1;
-                emit_inst(em, stage, rows, i, xv, None, f)?
-            }
+    fn get(frame: &Vec<Option<BVal>>, i: usize) -> Option<BVal> {
+        frame.get(i).copied().flatten()
+    }
+
+    fn set(frame: &mut Vec<Option<BVal>>, i: usize, v: BVal) {
+        frame[i] = Some(v);
+    }
+
+    fn emit(
+        &mut self,
+        frame: &mut Vec<Option<BVal>>,
+        i: usize,
+        x: Value,
+        path: Path,
+    ) -> Result<(), CodegenError> {
+        let edge = match path {
+            Path::Vector => None,
+            Path::Edge(side, _) => Some(side),
+            Path::Border => return Err(bad("a scalar column on the byte path")),
         };
-        if let Some(f) = frames.get_mut(&v) {
-            f.1[i] = Some(val);
-        }
+        frame[i] = Some(emit_inst(
+            &mut self.em,
+            self.stage,
+            self.rows,
+            i,
+            x,
+            edge,
+            frame,
+        )?);
+        Ok(())
     }
-    Ok(())
+
+    /// One `palignr` (see [`Em::shift_bytes`]).
+    fn shift(&mut self, lo: BVal, hi: BVal, k: u8) -> BVal {
+        self.em.shift_bytes(lo, hi, k)
+    }
+
+    fn carried(&self, _: usize, v: Value) -> BVal {
+        BVal::lanes(v)
+    }
+
+    fn plain(&mut self, v: &mut BVal) -> Value {
+        self.em.lanes(v)
+    }
+
+    fn result(&mut self, v: &mut BVal) -> Value {
+        self.em.lanes(v)
+    }
 }
 
 impl Em<'_, '_> {
@@ -504,22 +420,17 @@ impl Em<'_, '_> {
         let (anchors, picks) = Shape::BYTES.anchors(lanes);
         let mut vals: Vec<Value> = Vec::with_capacity(anchors.len());
         for &anchor in &anchors {
-            vals.push(match anchor {
-                Anchor::Left(a) => self
-                    .b
-                    .ins()
-                    .load(types::I8X16, mem(), p, (LANES * a) as i32),
-                Anchor::Right(a) => {
-                    let end = self.b.ins().iadd(p, width);
-                    let off = (LANES * a - Shape::BYTES.span) as i32;
-                    self.b.ins().load(types::I8X16, mem(), end, off)
-                }
-                Anchor::Constant => match border {
-                    Border::Constant(Scalar::U8(c)) => self.splat(i64::from(*c)),
-                    Border::Constant(Scalar::Bool(c)) => self.splat(i64::from(*c)),
-                    _ => return Err(bad("constant lanes without a byte constant border")),
+            let ty = types::I8X16;
+            vals.push(
+                match lanes::anchor_load::<ByteLanes>(self.b, ty, p, width, anchor) {
+                    Some(v) => v,
+                    None => match border {
+                        Border::Constant(Scalar::U8(c)) => self.splat(i64::from(*c)),
+                        Border::Constant(Scalar::Bool(c)) => self.splat(i64::from(*c)),
+                        _ => return Err(bad("constant lanes without a byte constant border")),
+                    },
                 },
-            });
+            );
         }
         // Source 0 (and 1) by one shuffle, each further source by one more; lanes of sources
         // not merged yet are placeholders.

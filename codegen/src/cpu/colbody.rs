@@ -1,10 +1,11 @@
 //! Emitting a stage program at one column (border path), one vector (interior) or one edge
 //! vector: per-instruction code ([`emit_at`]) with its column remaps and edge loads, known
-//! bools folded ([`fold_known`]), and the whole program ([`body`]).
+//! bools folded ([`fold_known`]), the 4 x f32 lane form of the vector emitter
+//! ([`F32Lanes`], see `lanes`), and the whole program ([`body`]).
 //!
 //! Exactness: each instruction's semantics come from `values` (the executable SEMANTICS.md in
 //! CLIF); a remap is `kiln_ir::semantics::remap_index`; folds only skip code whose value is
-//! known. Limits: the `F32X4` path and the scalar path; the byte path is `bytevec`.
+//! known. Limits: the `F32X4` path and the scalar path; the byte lanes are `bytevec`.
 
 use cranelift_codegen::ir::condcodes::IntCC;
 use cranelift_codegen::ir::{types, InstBuilder, Type, Value};
@@ -12,6 +13,7 @@ use cranelift_frontend::FunctionBuilder;
 use kiln_ir::{BinaryOp, Border, DType, Scalar, UnaryOp};
 
 use super::edge::{self, Anchor, LaneSource};
+use super::lanes::{self, VectorLanes};
 use super::rowfn::{bad, Path, RowCtx, StageCode};
 use super::values::{arg, mem, Em, Val};
 use crate::kernel::Op;
@@ -84,21 +86,18 @@ pub(super) fn edge_load(
     let (anchors, picks) = edge::Shape::F32.anchors(lanes);
     let mut vals: Vec<Value> = Vec::with_capacity(anchors.len());
     for &anchor in &anchors {
-        vals.push(match anchor {
-            Anchor::Left(k) => em.b.ins().load(ty, mem(), p, (16 * k) as i32),
-            Anchor::Right(k) => {
-                let end = em.b.ins().ishl_imm_u(width, 2);
-                let end = em.b.ins().iadd(p, end);
-                em.b.ins().load(ty, mem(), end, (16 * k - 64) as i32)
-            }
-            Anchor::Constant => {
-                let Border::Constant(c) = border else {
-                    return Err(bad("constant lanes without a constant border"));
-                };
-                let mut c = em.constant(*c)?;
-                em.plain(&mut c)
-            }
-        });
+        vals.push(
+            match lanes::anchor_load::<F32Lanes>(em.b, ty, p, width, anchor) {
+                Some(v) => v,
+                None => {
+                    let Border::Constant(c) = border else {
+                        return Err(bad("constant lanes without a constant border"));
+                    };
+                    let mut c = em.constant(*c)?;
+                    em.plain(&mut c)
+                }
+            },
+        );
     }
     let picks: [(usize, u8); 4] = picks
         .try_into()
@@ -192,17 +191,7 @@ pub(super) fn emit_at(
                     let lanes = lanes.expect("checked");
                     edge_load(em, ctx.width, p, ty, border, &lanes)?
                 }
-                Path::Vector | Path::Edge(..) => {
-                    let base = em.b.ins().ishl_imm_u(x, 2);
-                    let addr = em.b.ins().iadd(p, base);
-                    match i32::try_from(dx * 4) {
-                        Ok(o) => em.b.ins().load(ty, mem(), addr, o),
-                        Err(_) => {
-                            let addr = em.b.ins().iadd_imm_s(addr, dx * 4);
-                            em.b.ins().load(ty, mem(), addr, 0)
-                        }
-                    }
-                }
+                Path::Vector | Path::Edge(..) => lanes::load::<F32Lanes>(em.b, ty, p, x, dx),
                 Path::Border => {
                     let j = em.b.ins().iadd_imm_s(x, dx);
                     let m = if dx == 0 {
@@ -253,12 +242,7 @@ pub(super) fn emit_at(
                 }
                 Path::Edge(side, v) if edge::in_range_lanes(side, v, dx) != [true; 4] => {
                     let lanes = edge::in_range_lanes(side, v, dx);
-                    let bytes: Vec<u8> = lanes
-                        .iter()
-                        .flat_map(|&t| [if t { 0xff } else { 0 }; 4])
-                        .collect();
-                    let handle = em.b.func.dfg.constants.insert(bytes.into());
-                    let mask = em.b.ins().vconst(types::I32X4, handle);
+                    let mask = lanes::lane_flags::<F32Lanes>(em.b, types::I32X4, &lanes, 0xff);
                     match outer {
                         Some(f) => {
                             let f = em.bool_from_i8(f);
@@ -345,16 +329,87 @@ pub(super) fn body(
     x: Value,
     path: Path,
 ) -> Result<Value, CodegenError> {
-    let StageCode {
-        stage, plan, fault, ..
-    } = *code;
-    let mut em = Em::new(b, path != Path::Border, fault, plan.int_picks);
-    let mut frame = Frame::new(stage.insts.len());
-    for &i in &plan.order {
-        emit_at(&mut em, code, &mut frame, i, x, path)?;
+    let mut l = F32Lanes::new(b, code, path != Path::Border);
+    lanes::body(&mut l, code.stage, code.plan.order.iter().copied(), x, path)
+}
+
+/// The 4 x f32 lane form of the vector emitter (`lanes`), bools as 32-bit lane masks, op
+/// semantics from `values`; with `vec == false`, one lane (the scalar border path).
+pub(super) struct F32Lanes<'a, 'b, 'c> {
+    em: Em<'a, 'b>,
+    code: StageCode<'c>,
+}
+
+impl<'a, 'b, 'c> F32Lanes<'a, 'b, 'c> {
+    /// Four lanes (`vec`) or one of `code`'s stage, emitting into `b`.
+    pub(super) fn new(
+        b: &'a mut FunctionBuilder<'b>,
+        code: &StageCode<'c>,
+        vec: bool,
+    ) -> F32Lanes<'a, 'b, 'c> {
+        F32Lanes {
+            em: Em::new(b, vec, code.fault, code.plan.int_picks),
+            code: *code,
+        }
     }
-    let mut r = frame.get(&stage.result)?;
-    Ok(em.result_value(&mut r, plan.raw_result))
+}
+
+impl<'b> VectorLanes<'b> for F32Lanes<'_, 'b, '_> {
+    /// A value and whether it is a bool known at code-generation time.
+    type Val = (Val, Option<bool>);
+    type Frame = Frame;
+    const LANES: i64 = 4;
+    const LANE_SHIFT: i64 = 2;
+    const SHAPE: edge::Shape = edge::Shape::F32;
+
+    fn builder(&mut self) -> &mut FunctionBuilder<'b> {
+        self.em.b
+    }
+
+    fn frame(&self, n: usize) -> Frame {
+        Frame::new(n)
+    }
+
+    fn get(frame: &Frame, i: usize) -> Option<(Val, Option<bool>)> {
+        Some((frame.vals.get(i).copied().flatten()?, frame.known[i]))
+    }
+
+    fn set(frame: &mut Frame, i: usize, v: (Val, Option<bool>)) {
+        frame.vals[i] = Some(v.0);
+        frame.known[i] = v.1;
+    }
+
+    fn emit(
+        &mut self,
+        frame: &mut Frame,
+        i: usize,
+        x: Value,
+        path: Path,
+    ) -> Result<(), CodegenError> {
+        emit_at(&mut self.em, &self.code, frame, i, x, path)
+    }
+
+    /// One `palignr` per register form (see `Em::shift_lanes`); a known bool stays known.
+    fn shift(
+        &mut self,
+        (mut lo, known): (Val, Option<bool>),
+        (mut hi, _): (Val, Option<bool>),
+        k: u8,
+    ) -> (Val, Option<bool>) {
+        (self.em.shift_lanes(&mut lo, &mut hi, k), known)
+    }
+
+    fn carried(&self, i: usize, v: Value) -> (Val, Option<bool>) {
+        (Val::plain(self.code.stage.insts[i].dtype, v), None)
+    }
+
+    fn plain(&mut self, v: &mut (Val, Option<bool>)) -> Value {
+        self.em.plain(&mut v.0)
+    }
+
+    fn result(&mut self, v: &mut (Val, Option<bool>)) -> Value {
+        self.em.result_value(&mut v.0, self.code.plan.raw_result)
+    }
 }
 
 /// Folds an instruction whose bool operands make it known without code: a select with a

@@ -23,7 +23,8 @@
 //! The backend is analyse -> plan -> emit: per-instruction analyses (`facts` and the files
 //! it names), a stage's plan (`plan`, thresholds in `schedule`), then this file's function
 //! frame (row loop, slot pointers and strides, the border function's entry) around the row
-//! walk (`rowwalk`), whose bodies are `colbody`, `sharedbody`, `bytevec` and `rowblock`.
+//! walk (`rowwalk`), whose bodies are `colbody`, `lanes` (one vector emitter over the f32
+//! and byte lanes of `colbody` and `bytevec`) and `rowblock`.
 //! Exactness: this file only moves pointers and chooses paths at run time; what each path
 //! computes is argued in its own file. Limits: the innermost axis only (outer axes are
 //! resolved by the runtime into row pointers).

@@ -6,22 +6,20 @@
 //! function of the sources, and `out` overlaps no source row). Limits: one row per call; the
 //! row loop around it is `rowfn::build_rows`.
 
-use std::collections::BTreeMap;
-
 use cranelift_codegen::ir::condcodes::IntCC;
 use cranelift_codegen::ir::{types, Block, InstBuilder, Value};
 use cranelift_frontend::FunctionBuilder;
 
-use super::bytevec;
-use super::colbody::body;
+use super::bytevec::{self, ByteLanes};
+use super::colbody::{body, F32Lanes};
 use super::edge::Side;
 use super::esize;
+use super::lanes;
 use super::plan::StagePlan;
 use super::rowfn::{bad, BorderCall, Path, RowCtx, StageCode};
 use super::schedule::{Interior, RowSchedule, Tail};
-use super::sharedbody::{body_shared, carried_values};
 use super::shift::ShiftPlan;
-use super::values::{arg, mem, Em};
+use super::values::{arg, mem};
 use crate::CodegenError;
 
 /// The row's slot pointers in a stack array (for a border call).
@@ -195,12 +193,10 @@ impl Walk<'_> {
 
     /// Emits and stores one vector at column `x` on `path`.
     fn emit_path(&self, b: &mut FunctionBuilder, x: Value, path: Path) -> Result<(), CodegenError> {
+        let stage = self.code.stage;
         let v = if self.code.plan.bytes {
-            let edge = match path {
-                Path::Edge(side, _) => Some(side),
-                _ => None,
-            };
-            bytevec::body(b, self.code.stage, &self.byte_rows, x, edge)?
+            let mut l = ByteLanes::new(b, stage, &self.byte_rows);
+            lanes::body(&mut l, stage, 0..stage.insts.len(), x, path)?
         } else {
             body(b, &self.code, x, path)?
         };
@@ -382,12 +378,7 @@ impl Walk<'_> {
             let x = b
                 .ins()
                 .iadd_imm_s(self.code.ctx.width, -plan.edge_shape().lanes * (v + 1));
-            let val = if plan.bytes {
-                bytevec::body(b, self.code.stage, &self.byte_rows, x, Some(Side::Right))?
-            } else {
-                body(b, &self.code, x, Path::Edge(Side::Right, v))?
-            };
-            self.store(b, x, val);
+            self.emit_path(b, x, Path::Edge(Side::Right, v))?;
         }
         b.ins().jump(done, &[]);
         b.switch_to_block(scalar);
@@ -446,10 +437,7 @@ impl Walk<'_> {
         vec_hdr: Option<Block>,
     ) -> Result<(), CodegenError> {
         let StageCode {
-            stage,
-            plan,
-            ctx,
-            fault,
+            stage, plan, ctx, ..
         } = self.code;
         let (xhi, wlo, width) = (self.xhi, self.wlo, ctx.width);
         let block = sp.blocks as i64 * lanes;
@@ -482,11 +470,10 @@ impl Walk<'_> {
         b.switch_to_block(wide_first);
         let x = b.block_params(wide_first)[0];
         let first = if plan.bytes {
-            bytevec::carried_first(b, stage, &self.byte_rows, sp, x)?
+            let mut l = ByteLanes::new(b, stage, &self.byte_rows);
+            lanes::carried_first(&mut l, stage, sp, x)?
         } else {
-            let mut em = Em::new(b, true, fault, plan.int_picks);
-            let mut frames = BTreeMap::new();
-            carried_values(&mut em, &self.code, sp, &mut frames, x, 0)?
+            lanes::carried_first(&mut F32Lanes::new(b, &self.code, true), stage, sp, x)?
         };
         for &v in &first {
             let ty = b.func.dfg.value_type(v);
@@ -535,19 +522,13 @@ impl Walk<'_> {
             let xu = b.ins().iadd_imm_s(x, u as i64 * lanes);
             self.store(b, xu, v);
         };
+        let carried = &params[1..];
         let next = if plan.bytes {
-            bytevec::body_shared(
-                b,
-                stage,
-                &self.byte_rows,
-                sp,
-                &plan.order,
-                x,
-                &params[1..],
-                store,
-            )?
+            let mut l = ByteLanes::new(b, stage, &self.byte_rows);
+            lanes::body_shared(&mut l, stage, sp, &plan.order, x, carried, store)?
         } else {
-            body_shared(b, &self.code, sp, x, &params[1..], store)?
+            let mut l = F32Lanes::new(b, &self.code, true);
+            lanes::body_shared(&mut l, stage, sp, &plan.order, x, carried, store)?
         };
         let xn = b.ins().iadd_imm_s(x, block);
         let args: Vec<_> = std::iter::once(xn).chain(next).map(arg).collect();
