@@ -466,3 +466,97 @@ fn cuda_backend_is_a_clear_error_or_clean() {
     assert_eq!(Backend::from_name("cuda"), Some(Backend::Cuda));
     assert_eq!(Backend::from_name("tpu"), None);
 }
+
+/// Staged kernels read each stage's scratch offset from the parameter-block word that
+/// `Module::param_block` writes it to (dims, input strides, output strides, scratch strides,
+/// then the offsets). Found on the first GPU run: the emitter read the scratch strides'
+/// first word as stage 0's offset (misaligned or wrong scratch addresses). Checked on the
+/// text, so it runs without ptxas or a GPU.
+#[test]
+fn staged_kernels_read_scratch_offsets_from_their_param_words() {
+    let ty = TensorType {
+        dtype: DType::F32,
+        shape: shape_for(2),
+    };
+    let mut staged = 0;
+    for (op, params) in [
+        ("grey_opening", p(&[("size", "5"), ("mode", "constant")])),
+        ("grey_opening", p(&[("size", "15"), ("mode", "constant")])),
+        ("grey_closing", p(&[("size", "5,3"), ("mode", "reflect")])),
+    ] {
+        let graph = kiln::ops::build_op(op, &params, &ty).unwrap();
+        for k in kernels_of(&graph).unwrap() {
+            let m = ptx::render(&k, &PtxTarget::sm80(), &CompileOptions::default()).unwrap();
+            if !matches!(m.schedule, ptx::Schedule::Staged) {
+                continue;
+            }
+            staged += 1;
+            let first_offset_word = k.rank * (k.inputs.len() + 3);
+            let mut bases = 0;
+            // Registers are numbered per entry point: check each entry on its own.
+            for entry in m.text.split(".entry").skip(1) {
+                let words = param_words_read(entry);
+                for line in entry.lines() {
+                    // `add.s64 BASE, SCRATCH, OFF`: a stage's base address in the scratch buffer.
+                    let t: Vec<&str> = line
+                        .split(|c: char| c.is_whitespace() || c == ',' || c == ';')
+                        .filter(|s| !s.is_empty())
+                        .collect();
+                    if t.len() == 4
+                        && t[0] == "add.s64"
+                        && words.scratch.contains(&t[2].to_string())
+                    {
+                        let w = words.by_reg.get(t[3]).copied();
+                        assert!(
+                        w.is_some_and(|w| w >= first_offset_word && w < m.param_words()),
+                        "{op}: scratch base from word {w:?}, offsets start at {first_offset_word} \
+                         of {} words",
+                        m.param_words()
+                    );
+                        bases += 1;
+                    }
+                }
+            }
+            assert!(bases > 0, "{op}: a staged kernel with no scratch base");
+        }
+    }
+    assert!(
+        staged > 0,
+        "no staged kernel among the cases: the test checks nothing"
+    );
+}
+
+/// The registers loaded from the parameter block (`[args+8w]` → word `w`) and the scratch
+/// pointer registers of a PTX text.
+struct ParamWords {
+    by_reg: std::collections::HashMap<String, usize>,
+    scratch: Vec<String>,
+}
+
+fn param_words_read(text: &str) -> ParamWords {
+    let mut args = Vec::new();
+    let mut out = ParamWords {
+        by_reg: Default::default(),
+        scratch: Vec::new(),
+    };
+    for line in text.lines() {
+        let t: Vec<&str> = line
+            .split(|c: char| c.is_whitespace() || c == ',' || c == ';' || c == '[' || c == ']')
+            .filter(|s| !s.is_empty())
+            .collect();
+        match t.as_slice() {
+            ["ld.param.u64", reg, "kiln_args"] => args.push(reg.to_string()),
+            ["ld.param.u64", reg, "kiln_scratch"] => out.scratch.push(reg.to_string()),
+            ["ld.global.nc.u64", reg, addr] => {
+                if let Some((base, off)) = addr.split_once('+') {
+                    if args.iter().any(|a| a == base) {
+                        let off: usize = off.parse().expect("byte offset");
+                        out.by_reg.insert(reg.to_string(), off / 8);
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    out
+}

@@ -197,9 +197,11 @@ impl<'k> Em<'k> {
         if let Some(r) = self.stage_base.get(&stage) {
             return r.clone();
         }
+        // The parameter block (`Module::param_block`): dims, each input's strides, the
+        // output's strides, the scratch strides, then one byte offset per stored stage.
         let r = self.rank();
         let n = self.kernel.inputs.len();
-        let off = self.word(r * (n + 2) + stage as usize);
+        let off = self.word(r * (n + 3) + stage as usize);
         let b = self.rd();
         self.prologue
             .push(format!("add.s64 {b}, {}, {off}", self.scratch));
