@@ -6,7 +6,7 @@
 //! partition order, each group's inputs looked up among the graph inputs and earlier
 //! roots, every intermediate dropped after its last reader). [`Executor`] and [`Program`]
 //! put them together over a [`Backend`]; [`crate::fused::Engine`] and
-//! [`crate::cuda_graph::CudaGraph`] use the same three pieces with their own extras.
+//! `crate::cuda_graph::CudaGraph` use the same three pieces with their own extras.
 //!
 //! Exactness: nothing here computes values; each group's value is what its backend's
 //! launch returns, and a value is only dropped after its last reader ran, so every group

@@ -27,19 +27,19 @@ pub(super) type Scratch = Vec<std::mem::MaybeUninit<u64>>;
 
 /// What runs of one fused group keep for the next: block plans and scratch.
 ///
-/// A block plan (see [`Job::block`]) depends only on the kernel's slots, the output shape,
+/// A block plan (see `Job::block`) depends only on the kernel's slots, the output shape,
 /// the block's rows and the chunk size, never on the data or the inputs' addresses, so
 /// repeated runs at one shape reuse them: working them out took about 8% of a 15x15
 /// opening's run at 2048².
 ///
-/// Scratch pools (one per worker of a run, see [`PoolLease`]) are kept so that a run does
+/// Scratch pools (one per worker of a run, see `PoolLease`) are kept so that a run does
 /// not allocate its scratch again. Freshly allocated, the scratch rows fault their pages in
 /// on every run whenever the allocator hands back new memory (what it does depends on the
 /// process's allocation history): a 15x15 erosion at 2048² on one thread took 5.3–6.9 ms
 /// that way in a small program, 26% of it in page faults, against 3.3 ms in `kiln bench`.
 ///
-/// The contiguous copies of strided inputs (see [`run`]) are kept for the same reason (at
-/// most [`CACHED_COPIES`]): a 48 MiB buffer allocated afresh took 19 ms to fault in on the
+/// The contiguous copies of strided inputs (see `run`) are kept for the same reason (at
+/// most `CACHED_COPIES`): a 48 MiB buffer allocated afresh took 19 ms to fault in on the
 /// 2-core EPYC VM, longer than copying a channels-last view into it.
 #[derive(Default)]
 pub struct RunCache {
