@@ -32,16 +32,9 @@ pub const MIN_LEN: usize = 8 + 4 + 4 + 32 + 2 + 2 + 4 + 8 + CHECKSUM_LEN;
 /// Most symbols an entry may list.
 pub const MAX_SYMBOLS: usize = 1 << 16;
 
-/// A named function inside the payload.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Symbol {
-    /// Symbol name (non-empty UTF-8, unique within the entry).
-    pub name: String,
-    /// Byte offset of the function in the payload.
-    pub offset: u64,
-    /// Length of the function in bytes.
-    pub len: u64,
-}
+/// A named function inside the payload: the same symbol table a [`crate::backend::CodeImage`]
+/// carries, so an image's symbols go into an entry unchanged.
+pub use crate::backend::Symbol;
 
 /// One cache entry: the key it answers, what it needs to run, and the code.
 #[derive(Clone, Debug, PartialEq, Eq)]
