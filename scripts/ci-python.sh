@@ -23,7 +23,12 @@ stamp "venv $venv"
 stamp "maturin develop (dev profile, shared target/)"
 export CARGO_TARGET_DIR=$root/target CARGO_INCREMENTAL=${CARGO_INCREMENTAL:-0}
 t0=$(date +%s)
-(cd python && VIRTUAL_ENV=$venv PATH="$venv/bin:$PATH" maturin develop --quiet --locked)
+# python/Cargo.lock pins the root's versions; when a root change added a dependency the lock
+# lacks, cargo adds it here (and this says so) instead of failing the whole Python suite.
+(cd python && VIRTUAL_ENV=$venv PATH="$venv/bin:$PATH" maturin develop --quiet)
+if ! git diff --quiet -- python/Cargo.lock 2>/dev/null; then
+    echo "ci-python: WARNING python/Cargo.lock was stale and has been updated; commit it"
+fi
 stamp "python extension built in $(($(date +%s) - t0))s"
 
 stamp "pytest"
