@@ -81,10 +81,7 @@ fn code_images_hold_the_emitted_machine_code() {
         .iter()
         .flat_map(|im| im.symbols.iter().map(|s| s.name.as_str()))
         .collect();
-    assert!(
-        names.contains(&"line"),
-        "{names:?}"
-    );
+    assert!(names.contains(&"line"), "{names:?}");
     // The backend gives the same image for the same kernel.
     let backend = CpuBackend::default();
     let a = backend.compile(&compiled.kernels[0].kernel).unwrap();

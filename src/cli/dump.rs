@@ -118,7 +118,11 @@ fn dump(a: DumpArgs, w: &mut impl Write) -> Result<(), DumpError> {
         out!(w, "== kernel {i} CPU plan\n{}", cpu.describe());
         let schedules = kiln::codegen::cpu::row_schedules(&kernel, &options)?;
         if !schedules.is_empty() {
-            out!(w, "== kernel {i} CPU row schedule\n{}\n", schedules.join("\n"));
+            out!(
+                w,
+                "== kernel {i} CPU row schedule\n{}\n",
+                schedules.join("\n")
+            );
         }
         if let Some(clean) = kiln::codegen::cpu::compile_clean(&kernel, &options)? {
             out!(
