@@ -11,6 +11,7 @@ use thiserror::Error;
 use crate::builder::GraphBuilder;
 use crate::error::BuildError;
 use crate::graph::{BinaryOp, Footprint, Graph, NodeId, NodeKind, ReduceOp, UnaryOp};
+use crate::line::{LineKeep, LineOp, LineProgram};
 use crate::types::{Border, DType, Scalar, TensorType};
 
 /// Why a text could not be parsed. Lines and columns are 1-based; columns count characters.
@@ -330,6 +331,146 @@ impl Line<'_> {
         Ok(TensorType { dtype, shape })
     }
 
+    /// `[a, b, ...]` of step value numbers (possibly empty).
+    fn u32_list(&mut self, what: &str) -> Result<Vec<u32>, ParseError> {
+        self.punct('[', &format!("'[' before {what}"))?;
+        let mut v = Vec::new();
+        if !self.eat_punct(']') {
+            loop {
+                v.push(self.int::<u32>("a step value number")?);
+                if self.eat_punct(']') {
+                    break;
+                }
+                self.punct(',', &format!("',' or ']' after {what}"))?;
+            }
+        }
+        Ok(v)
+    }
+
+    /// `(a, b, ...)`: exactly `n` step value numbers.
+    fn step_args(&mut self, name: &str, n: usize) -> Result<Vec<u32>, ParseError> {
+        self.punct('(', &format!("'(' after '{name}'"))?;
+        let mut v = Vec::with_capacity(n);
+        for k in 0..n {
+            if k > 0 {
+                self.punct(',', &format!("',' between the operands of '{name}'"))?;
+            }
+            v.push(self.int::<u32>("a step value number")?);
+        }
+        self.punct(')', &format!("')' after the {n} operand(s) of '{name}'"))?;
+        Ok(v)
+    }
+
+    /// One step op: `const(dtype:v)`, `unary(a)`, `binary(a,b)`, `select(c,a,b)`,
+    /// `cast(a,dtype)`.
+    fn line_op(&mut self) -> Result<LineOp, ParseError> {
+        let col = self.col();
+        let w = self.word("a step op")?;
+        Ok(match w.as_str() {
+            "const" => {
+                self.punct('(', "'(' after 'const'")?;
+                let c = self.scalar()?;
+                self.punct(')', "')' after the constant")?;
+                LineOp::Const(c)
+            }
+            "select" => {
+                let v = self.step_args("select", 3)?;
+                LineOp::Select(v[0], v[1], v[2])
+            }
+            "cast" => {
+                self.punct('(', "'(' after 'cast'")?;
+                let a = self.int::<u32>("a step value number")?;
+                self.punct(',', "',' before the cast's dtype")?;
+                let to = self.dtype()?;
+                self.punct(')', "')' after the cast's dtype")?;
+                LineOp::Cast(a, to)
+            }
+            _ => {
+                if let Some(op) = UnaryOp::from_name(&w) {
+                    LineOp::Unary(op, self.step_args(&w, 1)?[0])
+                } else if let Some(op) = BinaryOp::from_name(&w) {
+                    let v = self.step_args(&w, 2)?;
+                    LineOp::Binary(op, v[0], v[1])
+                } else {
+                    return Err(syntax(
+                        self.lineno,
+                        col,
+                        format!("expected a step op, found '{w}'"),
+                    ));
+                }
+            }
+        })
+    }
+
+    /// The rest of a line node after `%x`:
+    /// `axis=A dir=forward|backward init=[..] step=[..] next=[..] keep=each(v)|final(k)`.
+    fn line_program(&mut self) -> Result<LineProgram, ParseError> {
+        self.key("axis")?;
+        let axis: usize = self.int("an axis")?;
+        self.key("dir")?;
+        let col = self.col();
+        let backward = match self.word("'forward' or 'backward'")?.as_str() {
+            "forward" => false,
+            "backward" => true,
+            w => {
+                return Err(syntax(
+                    self.lineno,
+                    col,
+                    format!("expected 'forward' or 'backward', found '{w}'"),
+                ))
+            }
+        };
+        self.key("init")?;
+        self.punct('[', "'[' before the initial carries")?;
+        let mut init = Vec::new();
+        if !self.eat_punct(']') {
+            loop {
+                init.push(self.scalar()?);
+                if self.eat_punct(']') {
+                    break;
+                }
+                self.punct(',', "',' or ']' after an initial carry")?;
+            }
+        }
+        self.key("step")?;
+        self.punct('[', "'[' before the step ops")?;
+        let mut step = Vec::new();
+        if !self.eat_punct(']') {
+            loop {
+                step.push(self.line_op()?);
+                if self.eat_punct(']') {
+                    break;
+                }
+                self.punct(',', "',' or ']' after a step op")?;
+            }
+        }
+        self.key("next")?;
+        let next = self.u32_list("the next carries")?;
+        self.key("keep")?;
+        let col = self.col();
+        let kw = self.word("'each' or 'final'")?;
+        let mk: fn(u32) -> LineKeep = match kw.as_str() {
+            "each" => LineKeep::Each,
+            "final" => LineKeep::Final,
+            _ => {
+                return Err(syntax(
+                    self.lineno,
+                    col,
+                    format!("expected 'each' or 'final', found '{kw}'"),
+                ))
+            }
+        };
+        let v = self.step_args(&kw, 1)?[0];
+        Ok(LineProgram {
+            axis,
+            backward,
+            init,
+            step,
+            next,
+            keep: mk(v),
+        })
+    }
+
     fn end(&self) -> Result<(), ParseError> {
         match self.peek() {
             None => Ok(()),
@@ -569,6 +710,13 @@ fn parse_def(
                     NodeKind::Scan { x, axis, op: rop }
                 } else {
                     NodeKind::AxisReduce { x, axis, op: rop }
+                }
+            }
+            "line" => {
+                let x = ln.operand()?;
+                NodeKind::Line {
+                    x,
+                    program: ln.line_program()?,
                 }
             }
             _ => {

@@ -11,6 +11,7 @@
 use std::fmt::{self, Write as _};
 
 use crate::graph::{Graph, Node, NodeKind};
+use crate::line::{LineKeep, LineOp, LineProgram};
 
 /// Writes `graph` in the text form, one line per node and a final `return` line.
 pub fn print(graph: &Graph) -> String {
@@ -112,12 +113,36 @@ fn write_node(out: &mut String, id: usize, node: &Node) {
         NodeKind::AxisReduce { x, axis, op } => {
             let _ = write!(out, "reduce {} {x} axis={axis}", op.name());
         }
-        NodeKind::Line { x, program } => {
-            // Not yet in the parsed text form (docs/IR_TEXT.md): printed for reading.
-            let _ = write!(out, "line {x} {program:?}");
-        }
+        NodeKind::Line { x, program } => write_line(out, *x, program),
     }
     let _ = write!(out, " : {}", node.ty);
+}
+
+/// Writes a line node's right-hand side:
+/// `line %x axis=A dir=forward init=[..] step=[..] next=[..] keep=each(v)`.
+fn write_line(out: &mut String, x: crate::NodeId, p: &LineProgram) {
+    let dir = if p.backward { "backward" } else { "forward" };
+    let _ = write!(out, "line {x} axis={} dir={dir} init=[", p.axis);
+    write_list(out, p.init.iter());
+    out.push_str("] step=[");
+    for (k, op) in p.step.iter().enumerate() {
+        if k > 0 {
+            out.push_str(", ");
+        }
+        let _ = match op {
+            LineOp::Const(c) => write!(out, "const({c})"),
+            LineOp::Unary(op, a) => write!(out, "{}({a})", op.name()),
+            LineOp::Binary(op, a, b) => write!(out, "{}({a},{b})", op.name()),
+            LineOp::Select(c, a, b) => write!(out, "select({c},{a},{b})"),
+            LineOp::Cast(a, to) => write!(out, "cast({a},{to})"),
+        };
+    }
+    out.push_str("] next=[");
+    write_list(out, p.next.iter());
+    let _ = match p.keep {
+        LineKeep::Each(v) => write!(out, "] keep=each({v})"),
+        LineKeep::Final(k) => write!(out, "] keep=final({k})"),
+    };
 }
 
 impl fmt::Display for Graph {
