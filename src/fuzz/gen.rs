@@ -3,8 +3,8 @@
 
 use kiln_ir::network::selection_network;
 use kiln_ir::{
-    BinaryOp, Border, DType, Footprint, Graph, GraphBuilder, NodeId, ReduceOp, Scalar, TensorType,
-    UnaryOp,
+    BinaryOp, Border, DType, Footprint, Graph, GraphBuilder, LineKeep, LineOp, LineProgram, NodeId,
+    ReduceOp, Scalar, TensorType, UnaryOp,
 };
 
 use super::data::{random_data, random_order, random_scalar, InputData};
@@ -357,6 +357,130 @@ impl Gen<'_> {
         }
     }
 
+    /// A line node over `x`: 1-2 carries (of `x`'s dtype or bool) from random constants, up
+    /// to 6 random well-typed step ops (min/max/add/compare/select/cast/...), next carries and
+    /// the kept value drawn among the values of the right dtype.
+    fn line(&mut self, x: NodeId) -> Option<NodeId> {
+        let t = self.ty(x);
+        let xd = t.dtype;
+        let nc = 1 + self.rng.index(2);
+        let init: Vec<Scalar> = (0..nc)
+            .map(|_| {
+                let d = if self.rng.chance(0.8) {
+                    xd
+                } else {
+                    DType::Bool
+                };
+                random_scalar(self.rng, d)
+            })
+            .collect();
+        let mut d: Vec<DType> = init.iter().map(|s| s.dtype()).collect();
+        d.push(xd);
+        let mut step = Vec::new();
+        let nops = 1 + self.rng.index(6);
+        let mut tries = 0;
+        while step.len() < nops && tries < 40 {
+            tries += 1;
+            // Operands biased towards recent values.
+            let n = d.len() as u32;
+            let pick = |rng: &mut Rng| -> u32 {
+                if n > 2 && rng.chance(0.5) {
+                    n - 1 - rng.index(2) as u32
+                } else {
+                    rng.index(n as usize) as u32
+                }
+            };
+            let a = pick(self.rng);
+            let bb = pick(self.rng);
+            let c = pick(self.rng);
+            let (op, r) = match self.rng.below(8) {
+                0 => {
+                    let s = random_scalar(self.rng, d[a as usize]);
+                    let dt = s.dtype();
+                    (LineOp::Const(s), Some(dt))
+                }
+                1 => {
+                    let op = *self.rng.pick(&[
+                        UnaryOp::Neg,
+                        UnaryOp::Abs,
+                        UnaryOp::Sqrt,
+                        UnaryOp::IsNan,
+                        UnaryOp::IsFinite,
+                        UnaryOp::Not,
+                    ]);
+                    (LineOp::Unary(op, a), op.result_dtype(d[a as usize]))
+                }
+                2..=4 => {
+                    let op = *self.rng.pick(&[
+                        BinaryOp::Min,
+                        BinaryOp::Max,
+                        BinaryOp::Add,
+                        BinaryOp::Sub,
+                        BinaryOp::Mul,
+                        BinaryOp::Div,
+                        BinaryOp::Lt,
+                        BinaryOp::Le,
+                        BinaryOp::Gt,
+                        BinaryOp::Ge,
+                        BinaryOp::Eq,
+                        BinaryOp::Ne,
+                        BinaryOp::And,
+                        BinaryOp::Or,
+                    ]);
+                    (
+                        LineOp::Binary(op, a, bb),
+                        op.result_dtype(d[a as usize], d[bb as usize]),
+                    )
+                }
+                5 | 6 => {
+                    let ok = d[c as usize] == DType::Bool && d[a as usize] == d[bb as usize];
+                    (LineOp::Select(c, a, bb), ok.then_some(d[a as usize]))
+                }
+                _ => {
+                    let to = *self.rng.pick(&DType::ALL);
+                    (LineOp::Cast(a, to), Some(to))
+                }
+            };
+            if let Some(r) = r {
+                step.push(op);
+                d.push(r);
+            }
+        }
+        let n = d.len();
+        let mut next = Vec::with_capacity(nc);
+        for (k, s) in init.iter().enumerate() {
+            let cands: Vec<u32> = (0..n as u32)
+                .filter(|&v| d[v as usize] == s.dtype())
+                .collect();
+            // Prefer the latest values so the step matters; the carry itself always fits.
+            let v = if self.rng.chance(0.6) {
+                *cands.last().unwrap_or(&(k as u32))
+            } else {
+                *self.rng.pick(&cands)
+            };
+            next.push(v);
+        }
+        let keep = if self.rng.chance(0.7) {
+            LineKeep::Each(if self.rng.chance(0.6) {
+                n as u32 - 1
+            } else {
+                self.rng.index(n) as u32
+            })
+        } else {
+            LineKeep::Final(self.rng.index(nc) as u32)
+        };
+        let program = LineProgram {
+            axis: self.rng.index(t.shape.len()),
+            backward: self.rng.chance(0.5),
+            init,
+            step,
+            next,
+            keep,
+        };
+        let r = self.b.line(x, program);
+        self.push(r)
+    }
+
     fn gather(&mut self, x: NodeId) -> Option<NodeId> {
         let t = self.ty(x);
         let off = self.random_offset(t.spatial_rank());
@@ -555,7 +679,9 @@ impl Gen<'_> {
 
     /// Adds one random operation (sometimes a few nodes).
     fn step(&mut self) {
-        let kind = self.rng.weighted(&[14, 8, 16, 6, 6, 14, 14, 4, 4, 8, 6, 8]);
+        let kind = self
+            .rng
+            .weighted(&[14, 8, 16, 6, 6, 14, 14, 4, 4, 8, 6, 8, 6]);
         match kind {
             0 => {
                 let x = self.operand();
@@ -658,6 +784,10 @@ impl Gen<'_> {
             11 => {
                 self.morphology();
             }
+            12 => {
+                let x = self.operand();
+                self.line(x);
+            }
             _ => {
                 // A chain of stencils: window of window, gather of window, window of gather.
                 let x = self.operand();
@@ -706,6 +836,28 @@ mod tests {
             assert_eq!(generate(seed, 12), generate(seed, 12));
         }
         assert_ne!(generate(1, 12).graph, generate(2, 12).graph);
+    }
+
+    #[test]
+    fn generates_varied_line_nodes() {
+        let (mut each, mut fin, mut back, mut two, mut long) = (0, 0, 0, 0, 0);
+        for seed in 0..300 {
+            for n in &generate(seed, 12).graph.nodes {
+                if let NodeKind::Line { program: p, .. } = &n.kind {
+                    match p.keep {
+                        LineKeep::Each(_) => each += 1,
+                        LineKeep::Final(_) => fin += 1,
+                    }
+                    back += usize::from(p.backward);
+                    two += usize::from(p.init.len() == 2);
+                    long += usize::from(p.step.len() >= 4);
+                }
+            }
+        }
+        assert!(
+            each > 0 && fin > 0 && back > 0 && two > 0 && long > 0,
+            "{each} {fin} {back} {two} {long}"
+        );
     }
 
     #[test]
@@ -762,7 +914,7 @@ mod tests {
         }
         for k in [
             "input", "const", "unary", "binary", "select", "cast", "gather", "network", "window",
-            "scan", "reduce",
+            "scan", "reduce", "line",
         ] {
             assert!(kinds.contains(k), "no {k} generated");
         }

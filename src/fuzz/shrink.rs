@@ -353,6 +353,38 @@ fn candidates(case: &Case, step: usize, oracle: &mut dyn Oracle) -> Vec<Draft> {
                     _ => {}
                 }
             }
+            // Simpler line programs: a step op becomes a constant of its dtype, a kept
+            // value an earlier one of the same dtype.
+            for (i, k) in base.kinds.iter().enumerate() {
+                let NodeKind::Line { x, program } = k else {
+                    continue;
+                };
+                let Ok(dts) = program.value_dtypes(g.node(*x).ty.dtype) else {
+                    continue;
+                };
+                let first = program.init.len() + 1;
+                for (j, op) in program.step.iter().enumerate() {
+                    if matches!(op, kiln_ir::LineOp::Const(_)) {
+                        continue;
+                    }
+                    let mut p = program.clone();
+                    p.step[j] = kiln_ir::LineOp::Const(one(dts[first + j]));
+                    let mut d = base.clone();
+                    d.kinds[i] = NodeKind::Line { x: *x, program: p };
+                    out.push(d);
+                }
+                if let kiln_ir::LineKeep::Each(v) = program.keep {
+                    for w in 0..v {
+                        if dts.get(w as usize) == dts.get(v as usize) {
+                            let mut p = program.clone();
+                            p.keep = kiln_ir::LineKeep::Each(w);
+                            let mut d = base.clone();
+                            d.kinds[i] = NodeKind::Line { x: *x, program: p };
+                            out.push(d);
+                        }
+                    }
+                }
+            }
         }
         // Smaller shapes: resize one axis everywhere, or drop a spatial axis.
         4 => {
@@ -476,7 +508,12 @@ fn drop_axis(base: &Draft, rank: usize, a: usize) -> Option<Draft> {
                     o.remove(sa);
                 }
             }
-            NodeKind::Scan { axis, .. } | NodeKind::AxisReduce { axis, .. } => {
+            NodeKind::Scan { axis, .. }
+            | NodeKind::AxisReduce { axis, .. }
+            | NodeKind::Line {
+                program: kiln_ir::LineProgram { axis, .. },
+                ..
+            } => {
                 if *axis == a {
                     return None;
                 }
@@ -590,6 +627,50 @@ mod tests {
                 _ => false,
             })
         }
+    }
+
+    /// A fake finding: "a line node with a max step op".
+    struct FakeLineBug;
+
+    impl Oracle for FakeLineBug {
+        fn reproduces(&mut self, case: &Case) -> bool {
+            case.graph.nodes.iter().any(|n| match &n.kind {
+                NodeKind::Line { program, .. } => program
+                    .step
+                    .iter()
+                    .any(|o| matches!(o, kiln_ir::LineOp::Binary(kiln_ir::BinaryOp::Max, ..))),
+                _ => false,
+            })
+        }
+    }
+
+    #[test]
+    fn shrinks_line_programs() {
+        let mut found = 0;
+        for seed in 0..600u64 {
+            let case = generate(seed, 12);
+            if !FakeLineBug.reproduces(&case) {
+                continue;
+            }
+            found += 1;
+            let small = shrink(&case, &mut FakeLineBug, ShrinkLimits::default());
+            assert!(FakeLineBug.reproduces(&small));
+            // Every other step op became a constant.
+            for n in &small.graph.nodes {
+                if let NodeKind::Line { program, .. } = &n.kind {
+                    let non_const = program
+                        .step
+                        .iter()
+                        .filter(|o| !matches!(o, kiln_ir::LineOp::Const(_)))
+                        .count();
+                    assert!(non_const <= 1, "seed {seed}: {program:?}");
+                }
+            }
+            if found >= 3 {
+                break;
+            }
+        }
+        assert!(found >= 2, "{found}");
     }
 
     #[test]
