@@ -12,7 +12,7 @@ use kiln_runtime::fused::{CompiledGraph, Engine};
 
 use crate::buffer::{read_inputs, KilnBuffer, Outputs};
 use crate::graph::{graph_ref, io_types, write_out, KilnGraph};
-use crate::status::{guard, guard_void, Failure, KilnStatus};
+use crate::status::{free_boxed, guard, Failure, KilnStatus};
 
 /// An engine: kernel cache and threads (`kiln_engine` in kiln.h).
 pub struct KilnEngine {
@@ -73,12 +73,8 @@ pub unsafe extern "C" fn kiln_engine_new_with_threads(
 /// Frees an engine; NULL is ignored. Compiled graphs made with it stay usable.
 #[no_mangle]
 pub unsafe extern "C" fn kiln_engine_free(engine: *mut KilnEngine) {
-    guard_void(|| {
-        if !engine.is_null() {
-            // SAFETY: a non-NULL handle came from `Box::into_raw` and is freed once.
-            drop(unsafe { Box::from_raw(engine) });
-        }
-    })
+    // SAFETY: the handle contract of `free_boxed` is this function's own.
+    unsafe { free_boxed(engine) }
 }
 
 /// Compiles `graph` into fused kernels (`*out`, freed with `kiln_compiled_free`). The graph
@@ -113,12 +109,8 @@ pub unsafe extern "C" fn kiln_compile(
 /// Frees a compiled graph; NULL is ignored.
 #[no_mangle]
 pub unsafe extern "C" fn kiln_compiled_free(compiled: *mut KilnCompiled) {
-    guard_void(|| {
-        if !compiled.is_null() {
-            // SAFETY: a non-NULL handle came from `Box::into_raw` and is freed once.
-            drop(unsafe { Box::from_raw(compiled) });
-        }
-    })
+    // SAFETY: the handle contract of `free_boxed` is this function's own.
+    unsafe { free_boxed(compiled) }
 }
 
 /// Writes the number of fused kernels of a compiled graph to `*count`.

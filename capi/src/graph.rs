@@ -9,7 +9,7 @@ use std::ffi::{c_char, c_int, CString};
 use kiln_ir::{Graph, TensorType};
 
 use crate::buffer::{dtype_code, read_inputs, read_str, KilnBuffer, Outputs};
-use crate::status::{guard, guard_void, Failure, KilnStatus};
+use crate::status::{free_boxed, guard, guard_void, Failure, KilnStatus};
 
 /// Most axes a tensor may have: batch, channel and 8 spatial axes.
 pub const KILN_MAX_RANK: usize = 2 + kiln_ir::types::MAX_SPATIAL_DIMS;
@@ -106,13 +106,8 @@ pub unsafe extern "C" fn kiln_graph_parse(
 /// Frees a graph; NULL is ignored.
 #[no_mangle]
 pub unsafe extern "C" fn kiln_graph_free(graph: *mut KilnGraph) {
-    guard_void(|| {
-        if !graph.is_null() {
-            // SAFETY: a non-NULL handle came from `Box::into_raw` and is freed once (caller
-            // contract).
-            drop(unsafe { Box::from_raw(graph) });
-        }
-    })
+    // SAFETY: the handle contract of `free_boxed` is this function's own.
+    unsafe { free_boxed(graph) }
 }
 
 /// The graph as IR text in a new string (`*out`, freed with `kiln_string_free`).

@@ -14,7 +14,7 @@ use kiln_ops::{build_op, op_info, op_names, OpError, OpInfo};
 
 use crate::buffer::{dtype_from_code, read_dims, read_str};
 use crate::graph::{hand_out_graph, KilnGraph, KILN_MAX_RANK};
-use crate::status::{guard, guard_void, Failure, KilnStatus};
+use crate::status::{free_boxed, guard, Failure, KilnStatus};
 
 /// An operator with its parameters so far (`kiln_op` in kiln.h).
 pub struct KilnOp {
@@ -127,12 +127,8 @@ pub unsafe extern "C" fn kiln_op_new(name: *const c_char, out: *mut *mut KilnOp)
 /// Frees an operator builder; NULL is ignored.
 #[no_mangle]
 pub unsafe extern "C" fn kiln_op_free(op: *mut KilnOp) {
-    guard_void(|| {
-        if !op.is_null() {
-            // SAFETY: a non-NULL handle came from `Box::into_raw` and is freed once.
-            drop(unsafe { Box::from_raw(op) });
-        }
-    })
+    // SAFETY: the handle contract of `free_boxed` is this function's own.
+    unsafe { free_boxed(op) }
 }
 
 /// Sets an integer-list parameter (`k`, `size`, `origin`) to `count` values.

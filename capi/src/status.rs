@@ -213,6 +213,21 @@ pub fn guard_void(body: impl FnOnce()) {
     let _ = catch_unwind(AssertUnwindSafe(body));
 }
 
+/// Frees a handle made by `Box::into_raw` (engines, ops, graphs, compiled graphs); NULL is
+/// ignored, and a panic in a destructor stays on this side of the boundary.
+///
+/// # Safety
+/// `handle` is NULL or came from `Box::into_raw` of a `Box<T>` and was not freed before.
+pub unsafe fn free_boxed<T>(handle: *mut T) {
+    guard_void(|| {
+        if !handle.is_null() {
+            // SAFETY: a non-NULL handle came from `Box::into_raw` and is freed once (the
+            // caller's contract above).
+            drop(unsafe { Box::from_raw(handle) });
+        }
+    })
+}
+
 /// The message of the calling thread's last failed call, or `""` when the last call
 /// succeeded (or none was made). Valid until the next kiln call on this thread.
 #[no_mangle]

@@ -227,7 +227,8 @@ mod tests {
         }
     }
 
-    unsafe extern "C" fn scan_fn(
+    /// The test line function: a sum scan (`KEEP_EACH`) or a sum reduction.
+    unsafe extern "C" fn sum_fn<const KEEP_EACH: bool>(
         src: *const u8,
         ss: i64,
         sl: i64,
@@ -239,22 +240,7 @@ mod tests {
         _scratch: *mut u8,
     ) {
         // SAFETY: forwards the caller's LineFn arguments.
-        unsafe { sum_lines::<true>((src, ss, sl), (out, os, ol), n, lanes) }
-    }
-
-    unsafe extern "C" fn reduce_fn(
-        src: *const u8,
-        ss: i64,
-        sl: i64,
-        out: *mut u8,
-        os: i64,
-        ol: i64,
-        n: i64,
-        lanes: i64,
-        _scratch: *mut u8,
-    ) {
-        // SAFETY: forwards the caller's LineFn arguments.
-        unsafe { sum_lines::<false>((src, ss, sl), (out, os, ol), n, lanes) }
+        unsafe { sum_lines::<KEEP_EACH>((src, ss, sl), (out, os, ol), n, lanes) }
     }
 
     fn reference(x: &Tensor, axis: usize, scan: bool, back: bool) -> Vec<u32> {
@@ -317,7 +303,11 @@ mod tests {
                         if back {
                             line.direction = Direction::Backward;
                         }
-                        let f: LineFn = if scan { scan_fn } else { reduce_fn };
+                        let f: LineFn = if scan {
+                            sum_fn::<true>
+                        } else {
+                            sum_fn::<false>
+                        };
                         let mut oshape = shape.to_vec();
                         if !scan {
                             oshape[axis] = 1;
@@ -349,7 +339,15 @@ mod tests {
         let x = Tensor::from_f32(vec![1.0; 6], &[1, 1, 2, 3]).unwrap();
         let reduce = Line::reduce(2, ReduceOp::Sum, DType::F32);
         let bad = Line::scan(4, ReduceOp::Sum, DType::F32);
-        assert!(run(&x, &reduce, reduce_fn, DType::F32, &[1, 1, 2, 3], None).is_err());
-        assert!(run(&x, &bad, scan_fn, DType::F32, &[1, 1, 2, 3], None).is_err());
+        assert!(run(
+            &x,
+            &reduce,
+            sum_fn::<false>,
+            DType::F32,
+            &[1, 1, 2, 3],
+            None
+        )
+        .is_err());
+        assert!(run(&x, &bad, sum_fn::<true>, DType::F32, &[1, 1, 2, 3], None).is_err());
     }
 }
