@@ -319,3 +319,43 @@ fn dump_into_a_closed_pipe_exits_quietly() {
     assert_eq!(status.code(), Some(0), "{err}");
     assert!(err.is_empty(), "stderr: {err}");
 }
+
+#[test]
+fn more_outputs_than_the_operator_has_is_a_usage_error() {
+    let input = good_input("outputs");
+    let (a, b) = (tmp("two-a.npy"), tmp("two-b.npy"));
+    let (code, _, err) = kiln(&[
+        "run",
+        "grey_erosion",
+        "--input",
+        input.to_str().unwrap(),
+        "--output",
+        a.to_str().unwrap(),
+        "--output",
+        b.to_str().unwrap(),
+        "--param",
+        "size=3",
+    ]);
+    assert_clean_error(code, &err, "two outputs");
+    assert!(err.contains("1 output(s) (out)"), "{err}");
+    assert!(!b.exists(), "nothing is written on a usage error");
+}
+
+#[test]
+fn two_inputs_for_a_one_input_operator_is_a_clean_error() {
+    let input = good_input("inputs");
+    let (code, _, err) = kiln(&[
+        "run",
+        "grey_erosion",
+        "--input",
+        input.to_str().unwrap(),
+        "--input",
+        input.to_str().unwrap(),
+        "--output",
+        "/dev/null",
+        "--param",
+        "size=3",
+    ]);
+    assert_clean_error(code, &err, "two inputs");
+    assert!(err.contains("takes 1 input, got 2"), "{err}");
+}

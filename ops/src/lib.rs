@@ -3,13 +3,16 @@
 //! Every operator is a builder function on a [`kiln_ir::GraphBuilder`] that appends the
 //! nodes computing it and returns the result's id, or an [`OpError`]. The semantics of each
 //! (kornia's or scipy.ndimage's, bit for bit where stated) are in its doc comment.
-//! [`build_op`] builds a one-operator graph by name for the CLI.
+//! [`build_op`] builds a one-operator graph by name for the CLI; [`build_plan`] builds any
+//! operator, including the [`Program`]s that are not one graph (fixpoints, several inputs or
+//! outputs, native passes).
 
 pub mod error;
 pub mod gradient;
 pub mod median;
 pub mod morphology;
 pub mod network;
+pub mod program;
 pub mod registry;
 pub mod window;
 
@@ -18,5 +21,6 @@ pub use gradient::gradient_magnitude;
 pub use median::{median_blur, median_blur_hw, median_filter, select_rank};
 pub use morphology::{binary_erosion, grey_closing, grey_dilation, grey_erosion, grey_opening};
 pub use network::{selection_network, Network};
-pub use registry::{build_op, op_info, op_names, OpInfo, OPS};
+pub use program::{build_plan, Exec, Layout, OpPlan, Program, ProgramInfo, RunError, PROGRAMS};
+pub use registry::{all_names, build_op, op_info, op_names, OpInfo, Params, OPS};
 pub use window::{ResolvedWindow, Window};

@@ -118,7 +118,14 @@ pub fn op_names() -> &'static [&'static str] {
     NAMES
 }
 
-/// The description of operator `name`, if registered.
+/// The names of every operator, graph operators and programs ([`crate::program::PROGRAMS`]).
+pub fn all_names() -> Vec<&'static str> {
+    let mut names = op_names().to_vec();
+    names.extend(crate::program::PROGRAMS.iter().map(|p| p.info.name));
+    names
+}
+
+/// The description of graph operator `name`, if registered.
 pub fn op_info(name: &str) -> Option<&'static OpInfo> {
     OPS.iter().find(|o| o.name == name)
 }
@@ -131,9 +138,15 @@ pub fn build_op(
     params: &[(String, String)],
     input: &TensorType,
 ) -> Result<Graph, OpError> {
+    if crate::program::program_info(name).is_some() {
+        return Err(OpError::BadInput {
+            op: crate::program::program_info(name).map_or("?", |p| p.info.name),
+            problem: "is not a single graph: build it with `kiln_ops::build_plan`".into(),
+        });
+    }
     let info = op_info(name).ok_or_else(|| OpError::UnknownOp {
         name: name.to_string(),
-        known: op_names().join(", "),
+        known: all_names().join(", "),
     })?;
     let op = info.name;
     let p = Params::new(info, params)?;
@@ -189,14 +202,16 @@ pub fn build_op(
     Ok(b.finish(&[out])?)
 }
 
-/// Parameters checked against an operator's accepted names.
-struct Params<'a> {
+/// Parameters checked against an operator's accepted names; the parsers every operator and
+/// program shares (one syntax, one set of messages).
+pub struct Params<'a> {
     op: &'static str,
     list: &'a [(String, String)],
 }
 
 impl<'a> Params<'a> {
-    fn new(info: &'static OpInfo, list: &'a [(String, String)]) -> Result<Self, OpError> {
+    /// Checks `list` against `info`'s parameter names (unknown or repeated names are errors).
+    pub fn new(info: &'static OpInfo, list: &'a [(String, String)]) -> Result<Self, OpError> {
         for (i, (name, _)) in list.iter().enumerate() {
             if !info.params.iter().any(|(n, _)| n == name) {
                 return Err(OpError::UnknownParam {
@@ -224,14 +239,21 @@ impl<'a> Params<'a> {
         })
     }
 
-    fn get(&self, name: &str) -> Option<&'a str> {
+    /// The operator's name.
+    pub fn op(&self) -> &'static str {
+        self.op
+    }
+
+    /// The trimmed value of parameter `name`, if given.
+    pub fn get(&self, name: &str) -> Option<&'a str> {
         self.list
             .iter()
             .find(|(n, _)| n == name)
             .map(|(_, v)| v.trim())
     }
 
-    fn bad(&self, name: &str, problem: impl Into<String>) -> OpError {
+    /// A `BadParam` error for parameter `name`.
+    pub fn bad(&self, name: &str, problem: impl Into<String>) -> OpError {
         OpError::BadParam {
             op: self.op,
             name: name.to_string(),
@@ -239,11 +261,13 @@ impl<'a> Params<'a> {
         }
     }
 
-    fn missing(&self, name: &str, problem: &str) -> OpError {
+    /// A `BadParam` error for a missing required parameter.
+    pub fn missing(&self, name: &str, problem: &str) -> OpError {
         self.bad(name, format!("missing: {problem}"))
     }
 
-    fn list<T: std::str::FromStr>(
+    /// A comma-separated list of `T` (`what` names them in the error).
+    pub fn list<T: std::str::FromStr>(
         &self,
         name: &str,
         what: &str,
@@ -264,18 +288,20 @@ impl<'a> Params<'a> {
             .map(Some)
     }
 
-    fn usizes(&self, name: &str) -> Result<Option<Vec<usize>>, OpError> {
+    /// A comma-separated list of non-negative integers.
+    pub fn usizes(&self, name: &str) -> Result<Option<Vec<usize>>, OpError> {
         self.list(name, "non-negative integers")
     }
 
-    fn i64s(&self, name: &str) -> Result<Option<Vec<i64>>, OpError> {
+    /// A comma-separated list of integers.
+    pub fn i64s(&self, name: &str) -> Result<Option<Vec<i64>>, OpError> {
         self.list(name, "integers")
     }
 
     /// `a,b;c,d|e,f;g,h`: planes by `|`, rows by `;`, entries by `,`; entries 0 or 1.
     /// Leading axes of extent 1 are added or dropped to give `rank` axes where possible (so
     /// `1,1,1` is a 1-D footprint on a 1-D input and a 1x3 one on a 2-D input).
-    fn footprint(&self, name: &str, rank: usize) -> Result<Option<Window>, OpError> {
+    pub fn footprint(&self, name: &str, rank: usize) -> Result<Option<Window>, OpError> {
         let Some(v) = self.get(name) else {
             return Ok(None);
         };
@@ -316,7 +342,8 @@ impl<'a> Params<'a> {
         Ok(Some(Window::footprint(&shape, &mask)))
     }
 
-    fn window(&self, rank: usize) -> Result<Window, OpError> {
+    /// scipy's window: `size` or `footprint` (exactly one), with `origin`.
+    pub fn window(&self, rank: usize) -> Result<Window, OpError> {
         let size = self.usizes("size")?;
         let fp = self.footprint("footprint", rank)?;
         let window = match (size, fp) {
@@ -333,7 +360,8 @@ impl<'a> Params<'a> {
         Ok(window.with_origin(&origin))
     }
 
-    fn border(&self, dtype: DType) -> Result<Border, OpError> {
+    /// scipy's `mode` (default reflect) and `cval` (default 0) converted to `dtype`.
+    pub fn border(&self, dtype: DType) -> Result<Border, OpError> {
         let cval = match self.get("cval") {
             None => 0.0,
             Some(c) => c

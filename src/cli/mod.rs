@@ -67,6 +67,9 @@ pub enum CliError {
     /// The IR rejected a graph.
     #[error(transparent)]
     Build(#[from] kiln::ir::BuildError),
+    /// An operator program failed at run time.
+    #[error(transparent)]
+    Program(#[from] kiln::ops::RunError),
 }
 
 /// Turns clap's rendered error text into one message line and at most one usage hint line:

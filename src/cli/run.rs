@@ -1,12 +1,15 @@
-//! `kiln run OP --input a.npy --output b.npy [--param k=v]... [--exec eager|fused]`.
+//! `kiln run OP --input a.npy [--input b.npy]... --output c.npy [--output d.npy]...
+//! [--param k=v]... [--exec eager|fused]`: graph operators and programs (several inputs or
+//! outputs) alike, through `kiln_ops::build_plan`.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Args, ValueEnum};
 use kiln::ir::TensorType;
+use kiln::ops::{Exec as ProgramExec, Layout};
 use kiln::runtime::npy::{read_npy, write_npy};
-use kiln::{eager, Engine, Tensor};
+use kiln::{Engine, Tensor};
 
 use super::{parse_params, CliError};
 
@@ -24,12 +27,14 @@ pub enum Exec {
 pub struct RunArgs {
     /// Operator name (see `kiln run --help` for the list, or the README).
     op: String,
-    /// Input .npy file: `[B, C, S1..Sd]`, or `[H, W]` (treated as `[1, 1, H, W]`).
-    #[arg(long)]
-    input: PathBuf,
-    /// Output .npy file.
-    #[arg(long)]
-    output: PathBuf,
+    /// Input .npy file: `[B, C, S1..Sd]`, or `[H, W]` (treated as `[1, 1, H, W]`). Repeat it,
+    /// in the operator's input order, for operators with several inputs.
+    #[arg(long, required = true)]
+    input: Vec<PathBuf>,
+    /// Output .npy file. Repeat it, in the operator's output order, for operators with several
+    /// outputs (e.g. distances then indices); outputs beyond the last path are not written.
+    #[arg(long, required = true)]
+    output: Vec<PathBuf>,
     /// Operator parameter `name=value` (repeatable), e.g. `k=3`, `size=3,5`, `mode=reflect`.
     #[arg(long = "param")]
     params: Vec<String>,
@@ -41,31 +46,59 @@ pub struct RunArgs {
 /// Runs `kiln run`.
 pub fn run(a: RunArgs) -> Result<ExitCode, CliError> {
     let params = parse_params(&a.params)?;
-    let input = read_npy(&a.input)?;
-    let (input, promoted) = promote_2d(input)?;
-    let ty = TensorType {
-        dtype: input.dtype(),
-        shape: input.shape().to_vec(),
-    };
-    let graph = kiln::ops::build_op(&a.op, &params, &ty)?;
-    let outputs = match a.exec {
-        Exec::Eager => eager::run(&graph, &[input])?,
-        Exec::Fused => Engine::new().run(&graph, &[input])?,
-    };
-    let mut out = outputs
-        .into_iter()
-        .next()
-        .ok_or_else(|| CliError::Usage("operator produced no output".into()))?;
-    if promoted {
-        let s = out.shape().to_vec();
-        out = Tensor::from_parts(
-            out.storage().clone(),
-            &s[2..],
-            &out.strides()[2..],
-            out.offset(),
-        )?;
+    let image = kiln::ops::program::layout_of(&a.op) == Layout::Image;
+    let mut inputs = Vec::with_capacity(a.input.len());
+    let mut promoted = false;
+    for path in &a.input {
+        let t = read_npy(path)?;
+        let t = if image {
+            let (t, p) = promote_2d(t)?;
+            promoted |= p;
+            t
+        } else {
+            t
+        };
+        inputs.push(t);
     }
-    write_npy(&a.output, &out)?;
+    let types: Vec<TensorType> = inputs
+        .iter()
+        .map(|t| TensorType {
+            dtype: t.dtype(),
+            shape: t.shape().to_vec(),
+        })
+        .collect();
+    let plan = kiln::ops::build_plan(&a.op, &params, &types)?;
+    let names = plan.outputs();
+    if a.output.len() > names.len() {
+        return Err(CliError::Usage(format!(
+            "{}: {} --output paths given, the operator has {} output(s) ({})",
+            a.op,
+            a.output.len(),
+            names.len(),
+            names.join(", ")
+        )));
+    }
+    let engine;
+    let exec = match a.exec {
+        Exec::Eager => ProgramExec::Eager,
+        Exec::Fused => {
+            engine = Engine::new();
+            ProgramExec::Fused(&engine)
+        }
+    };
+    let outputs = plan.run(exec, &inputs)?;
+    if outputs.len() < a.output.len() {
+        return Err(CliError::Usage(format!(
+            "{}: operator produced {} output(s), {} --output paths given",
+            a.op,
+            outputs.len(),
+            a.output.len()
+        )));
+    }
+    for (out, path) in outputs.into_iter().zip(&a.output) {
+        let out = if promoted { demote_2d(out)? } else { out };
+        write_npy(path, &out)?;
+    }
     Ok(ExitCode::SUCCESS)
 }
 
@@ -80,4 +113,19 @@ fn promote_2d(t: Tensor) -> Result<(Tensor, bool), CliError> {
         Tensor::from_parts(t.storage().clone(), &shape, &strides, t.offset())?,
         true,
     ))
+}
+
+/// The inverse of [`promote_2d`] for an output: drops two leading axes of extent 1.
+fn demote_2d(t: Tensor) -> Result<Tensor, CliError> {
+    let s = t.shape();
+    if s.len() < 3 || s[0] != 1 || s[1] != 1 {
+        return Ok(t);
+    }
+    let shape = s[2..].to_vec();
+    Ok(Tensor::from_parts(
+        t.storage().clone(),
+        &shape,
+        &t.strides()[2..],
+        t.offset(),
+    )?)
 }
