@@ -5,6 +5,8 @@
 
 mod cli;
 
+use std::any::Any;
+use std::panic::{self, AssertUnwindSafe};
 use std::process::ExitCode;
 
 use clap::error::ErrorKind;
@@ -18,13 +20,40 @@ fn main() -> ExitCode {
         Ok(args) => args,
         Err(e) => return usage_error(&e),
     };
-    match cli::dispatch(args) {
-        Ok(code) => code,
-        Err(e) => {
+    quiet_on_closed_stdout();
+    match panic::catch_unwind(AssertUnwindSafe(|| cli::dispatch(args))) {
+        Ok(Ok(code)) => code,
+        Ok(Err(e)) => {
             eprintln!("kiln: error: {e}");
             ExitCode::from(2)
         }
+        // The reader went away (`kiln demo | head`): nothing left to tell anyone.
+        Err(payload) if is_closed_stdout(payload.as_ref()) => ExitCode::SUCCESS,
+        Err(payload) => panic::resume_unwind(payload),
     }
+}
+
+/// `println!` panics when stdout is a pipe whose reader has exited. That panic is silenced
+/// here and ends the process with exit code 0 (see `main`), as `kiln dump` does with its own
+/// writer; every other panic is reported by the default hook, unchanged.
+fn quiet_on_closed_stdout() {
+    let default = panic::take_hook();
+    panic::set_hook(Box::new(move |info| {
+        if !is_closed_stdout(info.payload()) {
+            default(info)
+        }
+    }));
+}
+
+/// Whether a panic payload is std's "failed printing to stdout" on a closed pipe (EPIPE).
+fn is_closed_stdout(payload: &(dyn Any + Send)) -> bool {
+    let msg = payload
+        .downcast_ref::<String>()
+        .map(String::as_str)
+        .or_else(|| payload.downcast_ref::<&str>().copied())
+        .unwrap_or("");
+    msg.starts_with("failed printing to stdout")
+        && (msg.contains("Broken pipe") || msg.contains("os error 32"))
 }
 
 /// Prints a clap error as one `kiln: error:` line plus at most one usage hint line (exit 2);

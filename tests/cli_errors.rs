@@ -359,3 +359,34 @@ fn two_inputs_for_a_one_input_operator_is_a_clean_error() {
     assert_clean_error(code, &err, "two inputs");
     assert!(err.contains("takes 1 input, got 2"), "{err}");
 }
+
+/// Every printing subcommand exits quietly with code 0 when its reader goes away.
+#[test]
+fn printing_subcommands_into_a_closed_pipe_exit_quietly() {
+    use std::io::Read;
+    use std::process::Stdio;
+    for args in [
+        &["demo", "--size", "64"][..],
+        &["fuzz", "--cases", "40", "--seed", "3"][..],
+        &["bench", "--help"][..],
+    ] {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_kiln"))
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        // Close the read end before kiln prints anything.
+        drop(child.stdout.take());
+        let mut err = String::new();
+        child
+            .stderr
+            .take()
+            .unwrap()
+            .read_to_string(&mut err)
+            .unwrap();
+        let status = child.wait().unwrap();
+        assert_eq!(status.code(), Some(0), "{args:?}: {err}");
+        assert!(!err.contains("panicked"), "{args:?}: {err}");
+    }
+}
