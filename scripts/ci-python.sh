@@ -33,5 +33,5 @@ stamp "python extension built in $(($(date +%s) - t0))s"
 
 stamp "pytest"
 cd python
-timeout 1200 "$venv/bin/python" -m pytest -q -p no:cacheprovider tests
+timeout 1200 "$venv/bin/python" -m pytest -q -rs -p no:cacheprovider tests
 stamp "done"

@@ -1,6 +1,7 @@
 """``kiln.kornia``: kornia's filters with kornia's semantics, on numpy arrays.
 
-Limits: numpy arrays in and out (torch tensors through DLPack are not wired yet).
+numpy arrays, or torch (CPU) tensors through DLPack without copies (a torch tensor in gives a
+torch tensor out).
 """
 
 from __future__ import annotations
@@ -9,7 +10,7 @@ import numbers
 
 import numpy as np
 
-from . import _chain
+from . import _chain, _dlpack
 from ._fuse import Lazy
 
 __all__ = ["median_blur"]
@@ -29,7 +30,7 @@ def median_blur(input, kernel_size):
     s = _chain.spec("median_blur", size=k)
     if isinstance(input, Lazy):
         return input.then(s, None)
-    x = np.asarray(input)
+    x, back = _dlpack.to_numpy(input)
     if x.ndim != 4:
         raise ValueError(f"median_blur: input must be (B, C, H, W), got shape {x.shape}")
-    return _chain.chain((s,), None).run(x, None)
+    return _dlpack.from_numpy(_chain.chain((s,), None).run(x, None), back)

@@ -12,14 +12,16 @@ every axis; grey morphology with a flat footprint only (a ``structure`` must be 
 writeable array of the result's dtype (or that dtype itself); zero-size arrays are a
 ``ValueError``.
 
-Inside ``kiln.fuse`` these functions build the fused chain instead of computing.
+Inside ``kiln.fuse`` these functions build the fused chain instead of computing. torch (CPU)
+tensors and other DLPack producers are taken without a copy and the result is returned in the
+input's library (see ``kiln._dlpack``).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from . import _chain
+from . import _chain, _dlpack
 from ._fuse import Lazy
 
 __all__ = [
@@ -35,11 +37,16 @@ __all__ = [
 
 
 def _run(specs, axes, input, output):
-    x = np.asarray(input)
+    x, back = _dlpack.to_numpy(input)
     out = None
     if output is not None:
         if isinstance(output, np.ndarray):
             out = output
+        elif _dlpack.is_dlpack(output):
+            # Written in place through a view; like scipy, the given output is returned.
+            out = _dlpack.writable_view(output)
+            _chain.chain(specs, axes).run(x, out)
+            return output
         else:
             try:
                 dt = np.dtype(output)
@@ -50,7 +57,8 @@ def _run(specs, axes, input, output):
                     f"output: dtype {dt} differs from the input's {x.dtype} "
                     "(kiln computes in the input's dtype)"
                 )
-    return _chain.chain(specs, axes).run(x, out)
+    result = _chain.chain(specs, axes).run(x, out)
+    return output if out is not None else _dlpack.from_numpy(result, back)
 
 
 def _apply(spec, input, output, axes, sort_axes=False):
