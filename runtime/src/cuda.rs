@@ -122,8 +122,20 @@ impl CudaEngine {
         Ok(loaded)
     }
 
+    /// Refuses `needed` bytes of new device allocations that the device cannot hold (a
+    /// typed `OutOfMemory` before anything is allocated or queued).
+    fn ensure_device_fits(&self, needed: usize, what: &str) -> Result<(), CudaError> {
+        let (free, _total) = self.ctx.mem_get_info().map_err(drv)?;
+        Ok(crate::memory::ensure_fits_on_device(
+            needed as u64,
+            free as u64,
+            what,
+        )?)
+    }
+
     /// Copies `t` to the device as a contiguous buffer (any strides on the host).
     pub fn upload(&self, t: &Tensor) -> Result<DeviceTensor, CudaError> {
+        self.ensure_device_fits(t.numel().saturating_mul(t.dtype().size_bytes()), "upload")?;
         let bytes = to_bytes(&t.to_contiguous());
         // A zero-length allocation is not allowed: keep at least one byte.
         let buf = if bytes.is_empty() {
@@ -204,14 +216,22 @@ impl CudaEngine {
         let contiguous: Vec<usize> = ptx::contiguous_strides(dims);
         let in_strides = vec![contiguous; inputs.len()];
         let words = m.param_block(dims, &in_strides, &ptx::contiguous_strides(&out_shape))?;
+        let out_bytes = out_n.saturating_mul(kernel.output.size_bytes());
+        let scratch_bytes = m.scratch_bytes(dims).max(1);
+        self.ensure_device_fits(
+            out_bytes
+                .saturating_add(scratch_bytes)
+                .saturating_add(words.len().saturating_mul(8)),
+            "kernel launch",
+        )?;
         let args: CudaSlice<i64> = self.stream.clone_htod(&words).map_err(drv)?;
         let mut out: CudaSlice<u8> = self
             .stream
-            .alloc_zeros(out_n * kernel.output.size_bytes())
+            .alloc_zeros(out_bytes)
             .map_err(drv)?;
         let mut scratch: CudaSlice<u8> = self
             .stream
-            .alloc_zeros(m.scratch_bytes(dims).max(1))
+            .alloc_zeros(scratch_bytes)
             .map_err(drv)?;
         let grid = m.grid(dims);
         let cfg = LaunchConfig {

@@ -110,9 +110,40 @@ pub fn ensure_fits(needed: u64, what: &str) -> Result<(), RuntimeError> {
     }
 }
 
+/// The device-memory preflight of the CUDA path: `needed` bytes about to be allocated on a
+/// device reporting `free` bytes free. Unlike [`ensure_fits`] there is no lower threshold
+/// (device memory is queried exactly, cheaply, and a failed allocation there leaves a
+/// half-queued run), so any request above the free memory is refused before allocating.
+pub fn ensure_fits_on_device(needed: u64, free: u64, what: &str) -> Result<(), RuntimeError> {
+    if needed > free {
+        return Err(RuntimeError::OutOfMemory {
+            what: format!("{what} (device memory)"),
+            needed,
+            available: free,
+        });
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_device_request_above_the_free_memory_is_refused_before_allocating() {
+        assert!(ensure_fits_on_device(100, 100, "launch").is_ok());
+        match ensure_fits_on_device(101, 100, "launch") {
+            Err(RuntimeError::OutOfMemory {
+                what,
+                needed,
+                available,
+            }) => {
+                assert_eq!((needed, available), (101, 100));
+                assert!(what.contains("device memory"), "{what}");
+            }
+            other => panic!("expected OutOfMemory, got {other:?}"),
+        }
+    }
 
     /// Held by the tests that depend on the process-wide advice switch.
     static SWITCH: std::sync::Mutex<()> = std::sync::Mutex::new(());
