@@ -89,6 +89,12 @@ pub enum KernelBody {
     },
     /// A recurrence along one axis of input 0 (scans and axis reductions among others).
     Line(Line),
+    /// A registered extern line function along one axis of input 0 (see
+    /// `kiln_ir::extern_call`): the kernel form holds only the call; the CPU runtime looks
+    /// the function up by name when it runs, and the PTX renderer refuses it
+    /// ([`crate::CodegenError::ExternUnsupported`]). The output has the input's shape and
+    /// dtype `call.out` (the kernel's output dtype).
+    Extern(kiln_ir::ExternCall),
 }
 
 /// Which way a [`Line`] walks its axis.

@@ -96,6 +96,18 @@ impl fmt::Display for Kernel {
                 Ok(())
             }
             KernelBody::Line(line) => write!(f, "{line}"),
+            KernelBody::Extern(call) => {
+                let dir = if call.backward { "backward" } else { "forward" };
+                let params: Vec<String> = call.params.iter().map(|p| p.to_string()).collect();
+                writeln!(
+                    f,
+                    "extern {} axis {} {dir} -> {} params [{}]",
+                    call.name,
+                    call.axis,
+                    call.out,
+                    params.join(", ")
+                )
+            }
         }
     }
 }

@@ -60,4 +60,11 @@ pub enum CodegenError {
     /// Cranelift rejected the generated function or the JIT failed.
     #[error("cranelift: {0}")]
     Cranelift(String),
+    /// The target cannot run extern line functions (they are host Rust functions); the PTX
+    /// renderer refuses every `KernelBody::Extern`.
+    #[error("extern line function `{name}` cannot run on this target (CPU only)")]
+    ExternUnsupported {
+        /// The extern's registered name.
+        name: String,
+    },
 }

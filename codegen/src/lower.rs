@@ -103,6 +103,28 @@ pub fn lower(graph: &Graph, group: &FusedGroup) -> Result<Kernel, CodegenError> 
             }
             KernelBody::Line(lower_line(program, node(graph, x)?.ty.dtype, rank)?)
         }
+        GroupKind::Extern => {
+            let NodeKind::Extern { x, ref call } = root_node.kind else {
+                return Err(err(format!(
+                    "group root {} is a {}, expected an extern",
+                    group.root,
+                    root_node.kind.name()
+                )));
+            };
+            if group.inputs != [x] {
+                return Err(err(format!(
+                    "extern group rooted at {} must have exactly its operand {x} as input, has {:?}",
+                    group.root, group.inputs
+                )));
+            }
+            if call.axis >= rank || call.out != output {
+                return Err(err(format!(
+                    "extern `{}` rooted at {}: axis {} of rank {rank}, output {} for a {output} node",
+                    call.name, group.root, call.axis, call.out
+                )));
+            }
+            KernelBody::Extern(call.clone())
+        }
         GroupKind::Stencil => lower_stencil(graph, group)?,
     };
     Ok(Kernel {
@@ -186,7 +208,10 @@ fn lower_stencil(graph: &Graph, group: &FusedGroup) -> Result<KernelBody, Codege
         }
         if matches!(
             n.kind,
-            NodeKind::Scan { .. } | NodeKind::AxisReduce { .. } | NodeKind::Line { .. }
+            NodeKind::Scan { .. }
+                | NodeKind::AxisReduce { .. }
+                | NodeKind::Line { .. }
+                | NodeKind::Extern { .. }
         ) && group.stages.contains(&id)
         {
             return Err(err(format!(

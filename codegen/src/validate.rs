@@ -100,6 +100,33 @@ fn check_value(kernel: &Kernel, earlier: &[Stage], st: &Stage, i: usize) -> Resu
     }
 }
 
+/// Checks an extern kernel: one input, an axis of the kernel's rank, and the call's output
+/// dtype equal to the kernel's.
+pub fn check_extern(kernel: &Kernel) -> Result<&kiln_ir::ExternCall, String> {
+    let KernelBody::Extern(call) = &kernel.body else {
+        return Err("not an extern kernel".into());
+    };
+    if kernel.inputs.len() != 1 {
+        return Err(format!(
+            "an extern takes one input, got {}",
+            kernel.inputs.len()
+        ));
+    }
+    if call.axis >= kernel.rank {
+        return Err(format!(
+            "axis {} out of range for rank {}",
+            call.axis, kernel.rank
+        ));
+    }
+    if call.out != kernel.output {
+        return Err(format!(
+            "extern `{}` outputs {}, the kernel {}",
+            call.name, call.out, kernel.output
+        ));
+    }
+    Ok(call)
+}
+
 /// Checks a line kernel: one input, an axis of the kernel's rank, one initial value of each
 /// carry's dtype (or a `First` seed: one carry of the input's dtype), a well-typed step of
 /// `Const`/`Unary`/`Binary`/`Select`/`Cast` over the carries, `x` and earlier step values,

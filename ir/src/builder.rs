@@ -478,6 +478,27 @@ impl GraphBuilder {
         Ok(self.push(NodeKind::Line { x, program }, TensorType { dtype, shape }))
     }
 
+    /// A call of the registered line function `call.name` along `call.axis` of `x` (see
+    /// [`crate::extern_call`]); the output has `x`'s shape and dtype `call.out`. Only the
+    /// name's spelling and the axis are checked here: registration, dtypes and parameters
+    /// are checked by the runtime when the node runs.
+    pub fn line_extern(
+        &mut self,
+        x: NodeId,
+        call: crate::extern_call::ExternCall,
+    ) -> Result<NodeId, BuildError> {
+        const K: &str = "extern";
+        let tx = self.operand(x, K)?.clone();
+        self.check_axis(call.axis, &tx, K)?;
+        crate::extern_call::check_extern_name(&call.name)
+            .map_err(|m| BuildError::invalid(self.next_id(), K, m))?;
+        let ty = TensorType {
+            dtype: call.out,
+            shape: tx.shape,
+        };
+        Ok(self.push(NodeKind::Extern { x, call }, ty))
+    }
+
     /// Appends a node of any kind, validating it like the typed methods do. Used by the
     /// parser, the passes and the fuzzer's shrinker.
     pub fn add(&mut self, kind: NodeKind) -> Result<NodeId, BuildError> {
@@ -512,6 +533,7 @@ impl GraphBuilder {
             NodeKind::Scan { x, axis, op } => self.scan(x, axis, op),
             NodeKind::AxisReduce { x, axis, op } => self.axis_reduce(x, axis, op),
             NodeKind::Line { x, program } => self.line(x, program),
+            NodeKind::Extern { x, call } => self.line_extern(x, call),
         }
     }
 

@@ -312,6 +312,13 @@ pub enum NodeKind {
         /// The recurrence.
         program: crate::line::LineProgram,
     },
+    /// A registered line function applied along an axis (see [`crate::extern_call`]).
+    Extern {
+        /// Source.
+        x: NodeId,
+        /// The call: name, axis, direction, output dtype, parameters.
+        call: crate::extern_call::ExternCall,
+    },
 }
 
 impl NodeKind {
@@ -325,7 +332,8 @@ impl NodeKind {
             | NodeKind::WindowReduce { x, .. }
             | NodeKind::Scan { x, .. }
             | NodeKind::AxisReduce { x, .. }
-            | NodeKind::Line { x, .. } => vec![*x],
+            | NodeKind::Line { x, .. }
+            | NodeKind::Extern { x, .. } => vec![*x],
             NodeKind::Binary { a, b, .. } => vec![*a, *b],
             NodeKind::Select { cond, a, b } => vec![*cond, *a, *b],
             NodeKind::Network { inputs, .. } => inputs.clone(),
@@ -342,7 +350,8 @@ impl NodeKind {
             | NodeKind::WindowReduce { x, .. }
             | NodeKind::Scan { x, .. }
             | NodeKind::AxisReduce { x, .. }
-            | NodeKind::Line { x, .. } => *x = f(*x),
+            | NodeKind::Line { x, .. }
+            | NodeKind::Extern { x, .. } => *x = f(*x),
             NodeKind::Binary { a, b, .. } => {
                 *a = f(*a);
                 *b = f(*b);
@@ -375,6 +384,7 @@ impl NodeKind {
             NodeKind::Scan { .. } => "scan",
             NodeKind::AxisReduce { .. } => "reduce",
             NodeKind::Line { .. } => "line",
+            NodeKind::Extern { .. } => "extern",
         }
     }
 

@@ -8,6 +8,7 @@
 
 pub mod builder;
 pub mod error;
+pub mod extern_call;
 pub mod graph;
 pub mod line;
 pub mod network;
@@ -19,6 +20,7 @@ pub mod types;
 
 pub use builder::GraphBuilder;
 pub use error::BuildError;
+pub use extern_call::ExternCall;
 pub use graph::{BinaryOp, Footprint, Graph, Node, NodeId, NodeKind, ReduceOp, UnaryOp};
 pub use line::{LineKeep, LineOp, LineProgram};
 pub use types::{Border, DType, Scalar, TensorType};

@@ -471,6 +471,55 @@ impl Line<'_> {
         })
     }
 
+    /// The rest of an extern node after `extern`:
+    /// `NAME %x axis=A dir=forward|backward out=DTYPE params=[dtype:v, ...]`.
+    fn extern_call(&mut self) -> Result<NodeKind, ParseError> {
+        let name = self.word("an extern function name")?;
+        let x = self.operand()?;
+        self.key("axis")?;
+        let axis: usize = self.int("an axis")?;
+        self.key("dir")?;
+        let backward = self.direction()?;
+        self.key("out")?;
+        let out = self.dtype()?;
+        self.key("params")?;
+        self.punct('[', "'[' before the parameters")?;
+        let mut params = Vec::new();
+        if !self.eat_punct(']') {
+            loop {
+                params.push(self.scalar()?);
+                if self.eat_punct(']') {
+                    break;
+                }
+                self.punct(',', "',' or ']' after a parameter")?;
+            }
+        }
+        Ok(NodeKind::Extern {
+            x,
+            call: crate::extern_call::ExternCall {
+                name,
+                axis,
+                backward,
+                out,
+                params,
+            },
+        })
+    }
+
+    /// `forward` (false) or `backward` (true).
+    fn direction(&mut self) -> Result<bool, ParseError> {
+        let col = self.col();
+        match self.word("'forward' or 'backward'")?.as_str() {
+            "forward" => Ok(false),
+            "backward" => Ok(true),
+            w => Err(syntax(
+                self.lineno,
+                col,
+                format!("expected 'forward' or 'backward', found '{w}'"),
+            )),
+        }
+    }
+
     fn end(&self) -> Result<(), ParseError> {
         match self.peek() {
             None => Ok(()),
@@ -719,6 +768,7 @@ fn parse_def(
                     program: ln.line_program()?,
                 }
             }
+            "extern" => ln.extern_call()?,
             _ => {
                 return Err(syntax(
                     ln.lineno,

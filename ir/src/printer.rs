@@ -114,6 +114,16 @@ fn write_node(out: &mut String, id: usize, node: &Node) {
             let _ = write!(out, "reduce {} {x} axis={axis}", op.name());
         }
         NodeKind::Line { x, program } => write_line(out, *x, program),
+        NodeKind::Extern { x, call } => {
+            let dir = if call.backward { "backward" } else { "forward" };
+            let _ = write!(
+                out,
+                "extern {} {x} axis={} dir={dir} out={} params=[",
+                call.name, call.axis, call.out
+            );
+            write_list(out, call.params.iter());
+            out.push(']');
+        }
     }
     let _ = write!(out, " : {}", node.ty);
 }

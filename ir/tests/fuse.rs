@@ -62,7 +62,7 @@ fn check_partition(g: &Graph, p: &Partition) -> Result<(), String> {
         }
         match grp.kind {
             GroupKind::Stencil => {}
-            GroupKind::Scan | GroupKind::AxisReduce | GroupKind::Line => {
+            GroupKind::Scan | GroupKind::AxisReduce | GroupKind::Line | GroupKind::Extern => {
                 if grp.members.len() != 1 || grp.inputs != g.node(grp.root).kind.operands() {
                     return Err(format!("group {k}: bad reduction group"));
                 }

@@ -7,6 +7,7 @@
 //! floating-point fold is the documented one whatever the split.
 
 mod elem;
+mod extern_line;
 mod kernels;
 mod line;
 
@@ -373,6 +374,11 @@ fn eval_node(
         NodeKind::Line { x, program } => {
             let (xs, tx) = operand(graph, values, *x);
             line::run(program, xs, tx, i, name)?
+        }
+        NodeKind::Extern { x, call } => {
+            same_shape(&[*x])?;
+            let (xs, tx) = operand(graph, values, *x);
+            extern_line::run(call, xs, tx, i)?
         }
         NodeKind::AxisReduce { x, axis, op } => {
             let (xs, tx) = operand(graph, values, *x);

@@ -11,6 +11,7 @@ pub mod eager;
 pub mod executor;
 pub mod fused;
 mod inline;
+pub mod line_extern;
 pub mod memory;
 pub mod npy;
 pub mod tensor;
@@ -58,4 +59,12 @@ pub enum RuntimeError {
     /// Code generation failed.
     #[error(transparent)]
     Codegen(#[from] kiln_codegen::CodegenError),
+    /// An extern line function is not registered, does not accept the call, or failed.
+    #[error("extern line function `{name}`: {message}")]
+    Extern {
+        /// The extern's name.
+        name: String,
+        /// What went wrong.
+        message: String,
+    },
 }

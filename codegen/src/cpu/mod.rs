@@ -147,6 +147,9 @@ pub enum CpuBody {
     /// A line kernel: its walk as a [`LineFn`] (the line itself is in the kernel form,
     /// [`CpuKernel::kernel`]).
     Line(LineFn),
+    /// An extern line function: nothing is compiled; the runtime looks the function up by
+    /// the name in [`CpuKernel::kernel`]'s call when it runs.
+    Extern,
 }
 
 /// A kernel compiled for the host CPU. Owns the JIT memory its functions live in; the
@@ -233,6 +236,10 @@ impl CpuKernel {
             CpuBody::Line(_) => match &self.kernel.body {
                 KernelBody::Line(line) => describe_line(line),
                 _ => "line".into(),
+            },
+            CpuBody::Extern => match &self.kernel.body {
+                KernelBody::Extern(c) => format!("extern `{}` along axis {}", c.name, c.axis),
+                _ => "extern".into(),
             },
         };
         let _ = writeln!(
@@ -501,6 +508,14 @@ fn compile_with(
             // i64s for pointers and integers, no result, C calling convention); its code is
             // owned by `module`, which the returned `CpuKernel` keeps alive (`modules`).
             CpuBody::Line(unsafe { std::mem::transmute::<*const u8, LineFn>(fp) })
+        }
+        KernelBody::Extern(_) => {
+            let call = crate::validate::check_extern(kernel).map_err(CodegenError::Lower)?;
+            notes.push(format!(
+                "extern `{}`: the registered host function, called per line",
+                call.name
+            ));
+            CpuBody::Extern
         }
     };
     Ok(CpuKernel {

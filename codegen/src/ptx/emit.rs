@@ -1412,6 +1412,11 @@ pub(super) fn render(
                 }
             }
         }
+        KernelBody::Extern(call) => {
+            return Err(crate::CodegenError::ExternUnsupported {
+                name: call.name.clone(),
+            })
+        }
         KernelBody::Line(l) => {
             text.push_str(&line::render(kernel, l, options)?);
             module.entries.push("kiln_lines".into());

@@ -18,6 +18,9 @@
 //!   scratch buffer.
 //! * [`Schedule::Lines`]: line bodies (scans, axis reductions and other recurrences), one
 //!   thread per independent line, sequential along the axis (`line.rs`).
+//!
+//! Extern line functions (`KernelBody::Extern`) are host Rust code: [`render`] refuses them
+//! with [`CodegenError::ExternUnsupported`].
 
 mod emit;
 pub mod ptxas;
@@ -304,6 +307,11 @@ fn validate(kernel: &Kernel) -> Result<(), CodegenError> {
     match &kernel.body {
         KernelBody::Line(_) => crate::validate::check_line(kernel).map(|_| ()),
         KernelBody::Stencil { .. } => crate::validate::check_stencil(kernel),
+        KernelBody::Extern(call) => {
+            return Err(CodegenError::ExternUnsupported {
+                name: call.name.clone(),
+            })
+        }
     }
     .map_err(err)
 }

@@ -14,6 +14,8 @@ pub enum GroupKind {
     AxisReduce,
     /// A line recurrence (the group's only member).
     Line,
+    /// A registered extern line function (the group's only member).
+    Extern,
 }
 
 /// One kernel's worth of nodes.
@@ -63,8 +65,8 @@ pub const MAX_INLINE_TREE: usize = 16;
 ///   that is a cheap pointwise tree: it and the members it depends on (stopping at group
 ///   inputs and stages) are all pointwise kinds and number at most [`MAX_INLINE_TREE`]. Such
 ///   a tree is inlined with its loads shifted. A gather read at zero offset is a plain load.
-/// - Scan, axis-reduction and line groups have exactly one member, the root, which is also the only
-///   stage; their operand is always materialised.
+/// - Scan, axis-reduction, line and extern groups have exactly one member, the root, which is
+///   also the only stage; their operand is always materialised.
 /// - Nodes no output depends on are not scheduled (run [`crate::passes::dce::dce`] first).
 ///
 /// `graph` must be valid (as built by [`crate::GraphBuilder`]).
@@ -87,7 +89,10 @@ pub fn fuse(graph: &Graph) -> Partition {
     let is_reduction = |i: usize| {
         matches!(
             graph.nodes[i].kind,
-            NodeKind::Scan { .. } | NodeKind::AxisReduce { .. } | NodeKind::Line { .. }
+            NodeKind::Scan { .. }
+                | NodeKind::AxisReduce { .. }
+                | NodeKind::Line { .. }
+                | NodeKind::Extern { .. }
         )
     };
 
@@ -131,6 +136,7 @@ pub fn fuse(graph: &Graph) -> Partition {
             NodeKind::Scan { .. } => GroupKind::Scan,
             NodeKind::AxisReduce { .. } => GroupKind::AxisReduce,
             NodeKind::Line { .. } => GroupKind::Line,
+            NodeKind::Extern { .. } => GroupKind::Extern,
             _ => GroupKind::Stencil,
         };
         if kind != GroupKind::Stencil {
@@ -229,6 +235,7 @@ impl GroupKind {
             GroupKind::Scan => "scan",
             GroupKind::AxisReduce => "axis_reduce",
             GroupKind::Line => "line",
+            GroupKind::Extern => "extern",
         }
     }
 }

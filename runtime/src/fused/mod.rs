@@ -12,6 +12,7 @@
 //! output rows (`stencil`); scans and axis reductions run fold/combine functions over
 //! independent lines (`line`).
 
+mod extern_line;
 mod line;
 mod out_ptr;
 mod placement;
@@ -592,6 +593,19 @@ pub(crate) fn run_kernel(
             // Line kernels have no clean-input form (`cpu::clean_kernel` specialises
             // stencils only).
             let out = line::run(x, line, *func, k.output, shape, reuse)?;
+            Ok((out, stencil::CleanBlocks::default()))
+        }
+        CpuBody::Extern => {
+            let kiln_codegen::kernel::KernelBody::Extern(call) = &k.body else {
+                return Err(RuntimeError::Shape(
+                    "compiled extern from a non-extern kernel".into(),
+                ));
+            };
+            let x = args.first().ok_or(RuntimeError::InputCount {
+                expected: 1,
+                got: 0,
+            })?;
+            let out = extern_line::run(x, call, shape, reuse)?;
             Ok((out, stencil::CleanBlocks::default()))
         }
     }

@@ -15,7 +15,7 @@ impl OutPtr {
 // (owned by the frame that runs the loop), and its users only write through it, each task a
 // distinct set of elements: distinct rows (stencils: the blocks partition the row range;
 // scans and reductions along the last axis), or distinct column chunks of a line (along
-// another axis). So no two threads touch the same bytes.
+// another axis), or distinct lines of an extern. So no two threads touch the same bytes.
 unsafe impl Send for OutPtr {}
 // SAFETY: see `Send`: shared access only ever writes disjoint elements.
 unsafe impl Sync for OutPtr {}
