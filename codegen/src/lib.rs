@@ -60,4 +60,7 @@ pub enum CodegenError {
     /// Cranelift rejected the generated function or the JIT failed.
     #[error("cranelift: {0}")]
     Cranelift(String),
+    /// Code loaded from elsewhere (a cache entry) lacks a function the kernel needs.
+    #[error("loaded code: {0}")]
+    Loaded(String),
 }
