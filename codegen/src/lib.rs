@@ -67,4 +67,7 @@ pub enum CodegenError {
         /// The extern's registered name.
         name: String,
     },
+    /// Code loaded from elsewhere (a cache entry) lacks a function the kernel needs.
+    #[error("loaded code: {0}")]
+    Loaded(String),
 }

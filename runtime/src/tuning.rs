@@ -91,4 +91,12 @@ pub struct Stats {
     /// Stencil row blocks that met a less clean input row partway through a specialisation
     /// than it needs, and were computed again by a less specialised kernel.
     pub clean_blocks_aborted: usize,
+    /// Kernels loaded from the on-disk cache (verified entries; no compile).
+    pub disk_hits: usize,
+    /// On-disk cache lookups that found no usable entry (then the kernel is compiled).
+    pub disk_misses: usize,
+    /// Entries written to the on-disk cache.
+    pub disk_writes: usize,
+    /// On-disk entries that failed a check (quarantined; a miss).
+    pub disk_rejected: usize,
 }

@@ -5,12 +5,15 @@
 //! their relocations) is what `CpuKernel::machine_code` hands out for serialised code images
 //! (the runtime's `CodeImage`). Taking it reads the compiled buffer after
 //! `define_function`; it changes nothing that is emitted, so the code that runs is the same
-//! bytes as without it. Limits: the bytes are unlinked (calls between functions of a kernel
-//! are relocations), and a split-off border function is reached through a cell whose
-//! address is an immediate in the code, valid only in this process.
+//! bytes as without it. Every call between a kernel's functions is a direct, PC-relative call
+//! to a function of the same module (a split-off border function is compiled by the cold
+//! ISA into bytes, [`ColdCode`], and defined in the module of the row function that calls
+//! it), so the only relocations are PC-relative ones between functions of one kernel: an
+//! image that lays the functions out in one blob resolves them once, and the blob runs at
+//! any address. Limits: a library call (none on hosts with SSE4.1) stays a relocation, and
+//! such code is not position-independent.
 
 use std::collections::HashMap;
-use std::sync::atomic::AtomicUsize;
 use std::sync::Mutex;
 
 use cranelift_codegen::ir::{
@@ -54,6 +57,89 @@ pub struct CodeReloc {
     pub addend: i64,
 }
 
+/// A function compiled for cold code (border columns) outside any module
+/// ([`compile_cold`]): no mid-end optimisation and the single-pass register allocator, for a
+/// fraction of the compile time (Cranelift's settings never change results), to be defined
+/// in the module of the function that calls it ([`Jit::define_cold`]).
+pub(crate) struct ColdCode {
+    name: String,
+    ctx: Context,
+    align: u64,
+}
+
+/// Compiles `name` (parameters `params`, no result) with the cold ISA (see [`ColdCode`])
+/// into bytes, without a module: `build` fills it starting in the entry block.
+pub(crate) fn compile_cold(
+    name: &str,
+    params: &[Type],
+    build: impl FnOnce(&mut FunctionBuilder, &[Value]) -> Result<(), CodegenError>,
+) -> Result<ColdCode, CodegenError> {
+    let isa = isa(false)?;
+    let mut ctx = Context::new();
+    ctx.func.signature = cranelift_codegen::ir::Signature::new(isa.default_call_conv());
+    ctx.func
+        .signature
+        .params
+        .extend(params.iter().map(|&t| AbiParam::new(t)));
+    ctx.func.name = UserFuncName::testcase(name);
+    let mut fctx = FunctionBuilderContext::new();
+    {
+        let mut b = FunctionBuilder::new(&mut ctx.func, &mut fctx);
+        let entry = b.create_block();
+        b.append_block_params_for_function_params(entry);
+        b.switch_to_block(entry);
+        let ps = b.block_params(entry).to_vec();
+        build(&mut b, &ps)?;
+        b.seal_all_blocks();
+        b.finalize(isa.frontend_config());
+    }
+    let align = ctx
+        .compile(&*isa, &mut Default::default())
+        .map_err(|e| cl_err(name, e.inner))?
+        .buffer
+        .alignment as u64;
+    let align = align
+        .max(isa.function_alignment().minimum as u64)
+        .max(isa.symbol_alignment());
+    Ok(ColdCode {
+        name: name.to_string(),
+        ctx,
+        align,
+    })
+}
+
+/// The ISA of the host, optimising for speed or (cold code) for compile time.
+fn isa(speed: bool) -> Result<std::sync::Arc<dyn cranelift_codegen::isa::TargetIsa>, CodegenError> {
+    let mut fb = settings::builder();
+    fb.set("opt_level", if speed { "speed" } else { "none" })
+        .map_err(|e| cl_err("opt_level", e))?;
+    if !speed {
+        fb.set("regalloc_algorithm", "single_pass")
+            .map_err(|e| cl_err("regalloc_algorithm", e))?;
+    }
+    fb.set(
+        "enable_verifier",
+        if cfg!(debug_assertions) {
+            "true"
+        } else {
+            "false"
+        },
+    )
+    .map_err(|e| cl_err("enable_verifier", e))?;
+    fb.set("is_pic", "false").map_err(|e| cl_err("is_pic", e))?;
+    let isa_builder =
+        cranelift_native::builder().map_err(|e| CodegenError::Cranelift(e.to_string()))?;
+    let isa = isa_builder
+        .finish(settings::Flags::new(fb))
+        .map_err(|e| cl_err("isa", e))?;
+    if isa.pointer_type() != types::I64 {
+        return Err(CodegenError::Cranelift(
+            "the CPU backend needs a 64-bit host".into(),
+        ));
+    }
+    Ok(isa)
+}
+
 /// A JIT module being filled with functions.
 pub(crate) struct Jit {
     module: JITModule,
@@ -78,6 +164,41 @@ impl Finished {
     }
 }
 
+/// The machine code and relocations of the function compiled in `ctx`, named `name`
+/// (`names`: function names by `FuncId` index, for relocation targets).
+fn function_code(ctx: &Context, names: &HashMap<u32, String>, name: &str) -> Option<FunctionCode> {
+    let compiled = ctx.compiled_code()?;
+    let funcs = ctx.func.params.user_named_funcs();
+    let relocs = compiled
+        .buffer
+        .relocs()
+        .iter()
+        .map(|r| {
+            let target = match &r.target {
+                FinalizedRelocTarget::Func(off) => format!("+{off}"),
+                FinalizedRelocTarget::ExternalName(ExternalName::User(u)) => {
+                    let index = funcs.get(*u).map(|n| n.index);
+                    index
+                        .and_then(|i| names.get(&i).cloned())
+                        .unwrap_or_else(|| format!("{u:?}"))
+                }
+                FinalizedRelocTarget::ExternalName(other) => format!("{other:?}"),
+            };
+            CodeReloc {
+                offset: r.offset,
+                kind: format!("{:?}", r.kind),
+                target,
+                addend: r.addend,
+            }
+        })
+        .collect();
+    Some(FunctionCode {
+        name: name.to_string(),
+        bytes: compiled.code_buffer().to_vec(),
+        relocs,
+    })
+}
+
 impl Jit {
     /// A module for the host ISA, optimising for speed. No fast-math-like flag exists in
     /// Cranelift and none is set; the verifier runs in debug builds.
@@ -85,41 +206,8 @@ impl Jit {
         Jit::with_speed(true)
     }
 
-    /// A module for cold code (border columns): no mid-end optimisation and the
-    /// single-pass register allocator, for a fraction of the compile time. Semantics are
-    /// the same (Cranelift's settings never change results).
-    pub(crate) fn cold() -> Result<Jit, CodegenError> {
-        Jit::with_speed(false)
-    }
-
     fn with_speed(speed: bool) -> Result<Jit, CodegenError> {
-        let mut fb = settings::builder();
-        fb.set("opt_level", if speed { "speed" } else { "none" })
-            .map_err(|e| cl_err("opt_level", e))?;
-        if !speed {
-            fb.set("regalloc_algorithm", "single_pass")
-                .map_err(|e| cl_err("regalloc_algorithm", e))?;
-        }
-        fb.set(
-            "enable_verifier",
-            if cfg!(debug_assertions) {
-                "true"
-            } else {
-                "false"
-            },
-        )
-        .map_err(|e| cl_err("enable_verifier", e))?;
-        fb.set("is_pic", "false").map_err(|e| cl_err("is_pic", e))?;
-        let isa_builder =
-            cranelift_native::builder().map_err(|e| CodegenError::Cranelift(e.to_string()))?;
-        let isa = isa_builder
-            .finish(settings::Flags::new(fb))
-            .map_err(|e| cl_err("isa", e))?;
-        if isa.pointer_type() != types::I64 {
-            return Err(CodegenError::Cranelift(
-                "the CPU backend needs a 64-bit host".into(),
-            ));
-        }
+        let isa = isa(speed)?;
         let module = JITModule::new(JITBuilder::with_isa(isa, default_libcall_names()));
         let ctx = module.make_context();
         Ok(Jit {
@@ -134,38 +222,42 @@ impl Jit {
     /// Copies the machine code of the function just defined in `self.ctx` (call after a
     /// successful `define_function`, before the context is cleared).
     fn capture(&mut self, name: &str) {
-        let Some(compiled) = self.ctx.compiled_code() else {
-            return;
-        };
-        let funcs = self.ctx.func.params.user_named_funcs();
-        let relocs = compiled
+        if let Some(f) = function_code(&self.ctx, &self.names, name) {
+            self.code.push(f);
+        }
+    }
+
+    /// Declares a function `name` with parameters `params` and no result, to be defined
+    /// later (by [`Jit::define_cold`]); calls to it from this module are direct.
+    pub(crate) fn declare(&mut self, name: &str, params: &[Type]) -> Result<FuncId, CodegenError> {
+        let sig = self.signature(params);
+        let id = self
+            .module
+            .declare_function(name, Linkage::Local, &sig)
+            .map_err(|e| cl_err(name, e))?;
+        self.names.insert(id.as_u32(), name.to_string());
+        Ok(id)
+    }
+
+    /// Defines `id` (declared by [`Jit::declare`]) as the bytes of `cold`.
+    pub(crate) fn define_cold(&mut self, id: FuncId, cold: &ColdCode) -> Result<(), CodegenError> {
+        let compiled = cold
+            .ctx
+            .compiled_code()
+            .ok_or_else(|| CodegenError::Cranelift(format!("{}: not compiled", cold.name)))?;
+        let relocs: Vec<_> = compiled
             .buffer
             .relocs()
             .iter()
-            .map(|r| {
-                let target = match &r.target {
-                    FinalizedRelocTarget::Func(off) => format!("+{off}"),
-                    FinalizedRelocTarget::ExternalName(ExternalName::User(u)) => {
-                        let index = funcs.get(*u).map(|n| n.index);
-                        index
-                            .and_then(|i| self.names.get(&i).cloned())
-                            .unwrap_or_else(|| format!("{u:?}"))
-                    }
-                    FinalizedRelocTarget::ExternalName(other) => format!("{other:?}"),
-                };
-                CodeReloc {
-                    offset: r.offset,
-                    kind: format!("{:?}", r.kind),
-                    target,
-                    addend: r.addend,
-                }
-            })
+            .map(|r| cranelift_module::ModuleReloc::from_mach_reloc(r, &cold.ctx.func, id))
             .collect();
-        self.code.push(FunctionCode {
-            name: name.to_string(),
-            bytes: compiled.code_buffer().to_vec(),
-            relocs,
-        });
+        self.module
+            .define_function_bytes(id, cold.align, compiled.code_buffer(), &relocs)
+            .map_err(|e| cl_err(&cold.name, e))?;
+        if let Some(f) = function_code(&cold.ctx, &self.names, &cold.name) {
+            self.code.push(f);
+        }
+        Ok(())
     }
 
     /// The signature of a function with parameters `params` and no result, in this
@@ -292,17 +384,17 @@ impl Jit {
     }
 }
 
-/// Owns finalized JIT modules and frees their code memory on drop, and the cells the code
-/// reads function addresses from (`rowfn::BorderCall`), which must live as long as it.
+/// Owns finalized JIT modules and frees their code memory on drop, or the memory of code
+/// loaded from elsewhere (a verified cache entry's `ExecMem`), kept as long as it.
 pub(crate) struct CodeOwner {
     modules: Mutex<Vec<JITModule>>,
-    _cells: Box<[AtomicUsize]>,
+    _loaded: Option<Box<dyn std::any::Any + Send + Sync + std::panic::RefUnwindSafe>>,
     /// The machine code of every function of the modules, in module order.
     code: Vec<FunctionCode>,
 }
 
 impl CodeOwner {
-    pub(crate) fn new(modules: Vec<Finished>, cells: Box<[AtomicUsize]>) -> CodeOwner {
+    pub(crate) fn new(modules: Vec<Finished>) -> CodeOwner {
         let mut code = Vec::new();
         let mut jit = Vec::with_capacity(modules.len());
         for m in modules {
@@ -311,7 +403,19 @@ impl CodeOwner {
         }
         CodeOwner {
             modules: Mutex::new(jit),
-            _cells: cells,
+            _loaded: None,
+            code,
+        }
+    }
+
+    /// The owner of loaded code: `memory` holds it, `code` is its functions' bytes.
+    pub(crate) fn loaded(
+        memory: Box<dyn std::any::Any + Send + Sync + std::panic::RefUnwindSafe>,
+        code: Vec<FunctionCode>,
+    ) -> CodeOwner {
+        CodeOwner {
+            modules: Mutex::new(Vec::new()),
+            _loaded: Some(memory),
             code,
         }
     }

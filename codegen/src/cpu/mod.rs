@@ -37,7 +37,6 @@ pub use schedule::row_schedules;
 pub use shift::STEP_CODE_BUDGET;
 
 use std::fmt::Write as _;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -262,12 +261,76 @@ impl CpuKernel {
 /// `available_parallelism()` threads, each into a JIT module of its own, biggest stages
 /// first, each to the least loaded thread.
 pub fn compile(kernel: &Kernel, options: &CompileOptions) -> Result<CpuKernel, CodegenError> {
+    build(kernel, options, None)
+}
+
+/// [`compile`], or with `loaded` the same kernel over code loaded from elsewhere.
+fn build(
+    kernel: &Kernel,
+    options: &CompileOptions,
+    loaded: Option<LoadedCode>,
+) -> Result<CpuKernel, CodegenError> {
     let dual = (!options.no_dual_stages)
         .then(|| dual::share_duals(kernel))
         .flatten();
     match dual {
-        Some(code) => compile_with(kernel, &code, options, None, false),
-        None => compile_with(kernel, kernel, options, None, false),
+        Some(code) => compile_with(kernel, &code, options, None, false, loaded),
+        None => compile_with(kernel, kernel, options, None, false, loaded),
+    }
+}
+
+/// Machine code compiled earlier for a kernel, loaded into executable memory (the
+/// runtime's verified cache entries, see [`load`]).
+pub struct LoadedCode {
+    /// Owns the executable memory; kept as long as a kernel runs the code.
+    pub memory: Box<dyn std::any::Any + Send + Sync + std::panic::RefUnwindSafe>,
+    /// Every function: its machine code (what [`CpuKernel::machine_code`] reports) and the
+    /// address of its first instruction in `memory`.
+    pub functions: Vec<(FunctionCode, *const u8)>,
+}
+
+impl LoadedCode {
+    fn addr(&self, name: &str) -> Result<*const u8, CodegenError> {
+        self.functions
+            .iter()
+            .find(|(f, _)| f.name == name)
+            .map(|(_, a)| *a)
+            .ok_or_else(|| CodegenError::Loaded(format!("no function {name}")))
+    }
+}
+
+/// The kernel that [`compile`] (`guard` `None`) or [`compile_variant`] (`Some(guard)`)
+/// would give for `kernel` under `options`, running `code` instead of compiling: the plans,
+/// slots and notes are computed as a compile computes them, the function addresses come
+/// from `code`'s symbols. `Ok(None)` when the variant does not apply. Its `compile_ms` is 0.
+///
+/// # Safety
+///
+/// `code` must hold, at each address, the machine code that this same build of kiln emitted
+/// for the function of that name when compiling `kernel` (or its variant under `guard`)
+/// under `options`, laid out so that calls between them reach each other, in memory that is
+/// executable and stays valid as long as `code.memory` lives. The runtime's cache checks this
+/// through its key (kernel text, options, build id, target, features) and checksum.
+pub unsafe fn load(
+    kernel: &Kernel,
+    options: &CompileOptions,
+    guard: Option<Guard>,
+    code: LoadedCode,
+) -> Result<Option<CpuKernel>, CodegenError> {
+    match guard {
+        None => build(kernel, options, Some(code)).map(Some),
+        Some(Guard::CleanInputs) => {
+            let Some((ck, picks)) = clean::specialise(kernel) else {
+                return Ok(None);
+            };
+            compile_with(&ck, &ck, options, Some(&picks), false, Some(code)).map(Some)
+        }
+        Some(Guard::NonNegative) => {
+            let Some((ck, picks)) = clean::nonneg_kernel(kernel) else {
+                return Ok(None);
+            };
+            compile_with(&ck, &ck, options, Some(&picks), true, Some(code)).map(Some)
+        }
     }
 }
 
@@ -281,7 +344,7 @@ pub fn compile_clean(
     let Some((ck, picks)) = clean::specialise(kernel) else {
         return Ok(None);
     };
-    compile_with(&ck, &ck, options, Some(&picks), false).map(Some)
+    compile_with(&ck, &ck, options, Some(&picks), false, None).map(Some)
 }
 
 /// Compiles the specialisation of `kernel` for clean inputs whose every float is finite with
@@ -296,18 +359,20 @@ pub fn compile_nonneg(
     let Some((ck, picks)) = clean::nonneg_kernel(kernel) else {
         return Ok(None);
     };
-    compile_with(&ck, &ck, options, Some(&picks), true).map(Some)
+    compile_with(&ck, &ck, options, Some(&picks), true, None).map(Some)
 }
 
 /// Compiles `code`, a kernel that computes what `kernel` computes (`kernel` itself, or
 /// its form with dual stages sharing programs, see `dual`), as `kernel`'s code. Stages
-/// with equal programs (up to their sources) and equal plans are compiled once.
+/// with equal programs (up to their sources) and equal plans are compiled once. With
+/// `loaded`, nothing is compiled: the functions are taken from it by name (see [`load`]).
 fn compile_with(
     kernel: &Kernel,
     code: &Kernel,
     options: &CompileOptions,
     plain_picks: Option<&[Vec<bool>]>,
     int_picks: bool,
+    loaded: Option<LoadedCode>,
 ) -> Result<CpuKernel, CodegenError> {
     let t0 = Instant::now();
     let fault = options.fault;
@@ -317,16 +382,12 @@ fn compile_with(
     let mut edge_stages = 0;
     let mut budget_limited = false;
     let mut modules = Vec::new();
-    // Where each stage's row function finds its border function, if split off (see
-    // `rowfn::BorderCall`); owned with the code.
-    let mut border_cells: Box<[AtomicUsize]> = Box::new([]);
     // `code` is `kernel` with dual stages sharing programs (see `dual`) when it is not
     // `kernel` itself.
     let dual_stages = !std::ptr::eq(code, kernel);
     let body = match &code.body {
         KernelBody::Stencil { stages } => {
             rowfn::validate(code)?;
-            border_cells = stages.iter().map(|_| AtomicUsize::new(0)).collect();
             let picks_of = |i: usize| plain_picks.and_then(|p| p.get(i)).map(|p| p.as_slice());
             let mut plans = (0..stages.len())
                 .map(|i| rowfn::plan_stage(code, i, options, picks_of(i), int_picks))
@@ -358,110 +419,38 @@ fn compile_with(
                         .into(),
                 );
             }
-            // Border columns of big stages in a module of their own, compiled for compile
-            // speed and at the same time as the row functions, which call them through a
-            // cell each (`border_cells`, filled in below once both are compiled).
+            // Border columns of big stages compiled by the cold ISA for compile speed, at the
+            // same time as the row functions, and defined in the module of the row function
+            // that calls them (a direct call: see `rowfn::BorderCall`).
             let split: Vec<bool> = stages
                 .iter()
                 .zip(&plans)
                 .map(|(st, p)| rowfn::split_border(p, st))
                 .collect();
-            let compile_borders = || {
-                let mut cj = jit::Jit::cold()?;
-                let mut ids = Vec::new();
-                for (i, stage) in stages.iter().enumerate() {
-                    if split[i] && same_as[i] == i {
-                        let plan = &plans[i];
-                        let id = cj.define(
-                            &format!("stage{i}_border"),
-                            &rowfn::border_params(),
-                            |b, params| rowfn::build_border(b, stage, plan, params, fault),
-                        )?;
-                        ids.push((i, id));
+            let mut fns: Vec<Option<(RowFn, RowsFn)>> = vec![None; stages.len()];
+            match &loaded {
+                Some(l) => {
+                    for &i in &reps {
+                        let f = l.addr(&format!("stage{i}"))?;
+                        let r = l.addr(&format!("stage{i}_rows"))?;
+                        // SAFETY: by `load`'s contract, `f` and `r` are the code this build
+                        // emitted for `stage{i}` (five I64 parameters, `RowFn`'s) and
+                        // `stage{i}_rows` (`rowfn::rows_params()`, `RowsFn`'s) of this
+                        // kernel under these options, executable while `l.memory` lives,
+                        // which the returned kernel owns.
+                        fns[i] = Some(unsafe {
+                            (
+                                std::mem::transmute::<*const u8, RowFn>(f),
+                                std::mem::transmute::<*const u8, RowsFn>(r),
+                            )
+                        });
                     }
                 }
-                Ok::<_, CodegenError>((cj.finish()?, ids))
-            };
-            let compile_group = |group: &[usize]| {
-                let mut j = jit::Jit::new()?;
-                let border_sig = j.signature(&rowfn::border_params());
-                let mut ids = Vec::new();
-                for &i in group {
-                    let border = split[i].then(|| rowfn::BorderCall {
-                        cell: border_cells[i].as_ptr() as usize,
-                        sig: border_sig.clone(),
-                    });
-                    let (stage, plan) = (&stages[i], &plans[i]);
-                    let rows_id = j.define(
-                        &format!("stage{i}_rows"),
-                        &rowfn::rows_params(),
-                        |b, params| rowfn::build_rows(b, stage, plan, params, fault, border),
+                None => {
+                    modules = compile_stages(
+                        stages, &plans, &split, &same_as, &reps, fault, &mut notes, &mut fns,
                     )?;
-                    let id = j.define_row_forwarder(&format!("stage{i}"), rows_id)?;
-                    ids.push((i, id, rows_id));
                 }
-                Ok::<_, CodegenError>((j.finish()?, ids))
-            };
-            let groups = stage_groups(&plans, stages, &reps);
-            if groups.len() > 1 {
-                let list: Vec<String> = groups.iter().map(|g| format!("{g:?}")).collect();
-                notes.push(format!(
-                    "stages compiled in {} groups on threads of their own: {}",
-                    groups.len(),
-                    list.join(" ")
-                ));
-            }
-            let panicked = || CodegenError::Cranelift("a compile thread panicked".into());
-            let border_job_needed = reps.iter().any(|&i| split[i]);
-            // The first group compiles on this thread, the others and the border functions
-            // on threads of their own (with every group on a new thread, single-group
-            // kernels looked slower in separate-process runs, within this VM's noise).
-            let (borders, built) = std::thread::scope(|s| {
-                let border_job = border_job_needed.then(|| s.spawn(compile_borders));
-                let others: Vec<_> = groups
-                    .iter()
-                    .skip(1)
-                    .map(|g| s.spawn(|| compile_group(g)))
-                    .collect();
-                let mut built: Vec<_> = groups.iter().take(1).map(|g| compile_group(g)).collect();
-                built.extend(
-                    others
-                        .into_iter()
-                        .map(|h| h.join().unwrap_or_else(|_| Err(panicked()))),
-                );
-                let borders = border_job.map(|h| h.join().unwrap_or_else(|_| Err(panicked())));
-                (borders, built)
-            });
-            if let Some(r) = borders {
-                let (module, ids) = r?;
-                for (i, id) in ids {
-                    let addr = module.get_finalized_function(id) as usize;
-                    border_cells[i].store(addr, Ordering::Release);
-                }
-                modules.push(module);
-            }
-            let mut fns: Vec<Option<(RowFn, RowsFn)>> = vec![None; stages.len()];
-            for r in built {
-                let (module, ids) = r?;
-                for (i, id, rows_id) in ids {
-                    let ptr = module.get_finalized_function(id);
-                    let rptr = module.get_finalized_function(rows_id);
-                    // SAFETY: `ptr` is the finalized code of a function defined with five
-                    // I64 parameters (`define_row_forwarder`), exactly `RowFn`'s (three
-                    // pointers and two i64, no result, the platform's C calling convention);
-                    // `rptr` likewise with `rowfn::rows_params()`, eight I64, `RowsFn`'s.
-                    // The code lives as long as `module`, which the returned `CpuKernel`
-                    // owns (through `modules`). A split-off border function is called
-                    // through `border_cells[i]`, which holds its finalized address (stored
-                    // above, before any row function can be called) and is owned with it.
-                    fns[i] = Some(unsafe {
-                        (
-                            std::mem::transmute::<*const u8, RowFn>(ptr),
-                            std::mem::transmute::<*const u8, RowsFn>(rptr),
-                        )
-                    });
-                }
-                modules.push(module);
             }
             for i in 0..stages.len() {
                 fns[i] = fns[same_as[i]];
@@ -491,22 +480,29 @@ fn compile_with(
             CpuBody::Stencil(out)
         }
         KernelBody::Line(_) => {
-            let mut j = jit::Jit::new()?;
             let line = line::validate(kernel)?;
             let (xd, yd) = (kernel.inputs[0], kernel.output);
-            let f = j.define("line", &line::params(), |b, params| {
-                line::build(b, line, xd, yd, params, fault)
-            })?;
             notes.push(format!(
                 "{}: scalar walk, carries in registers (one lane) or scratch (lanes)",
                 describe_line(line)
             ));
-            let module = j.finish()?;
-            let fp = module.get_finalized_function(f);
-            modules.push(module);
+            let fp = match &loaded {
+                Some(l) => l.addr("line")?,
+                None => {
+                    let mut j = jit::Jit::new()?;
+                    let f = j.define("line", &line::params(), |b, params| {
+                        line::build(b, line, xd, yd, params, fault)
+                    })?;
+                    let module = j.finish()?;
+                    let fp = module.get_finalized_function(f);
+                    modules.push(module);
+                    fp
+                }
+            };
             // SAFETY: the function was defined with the parameter list of `LineFn` (nine
-            // i64s for pointers and integers, no result, C calling convention); its code is
-            // owned by `module`, which the returned `CpuKernel` keeps alive (`modules`).
+            // i64s for pointers and integers, no result, C calling convention), or loaded
+            // as that function's code (`load`'s contract); its code is owned by `module` or
+            // `loaded.memory`, which the returned `CpuKernel` keeps alive.
             CpuBody::Line(unsafe { std::mem::transmute::<*const u8, LineFn>(fp) })
         }
         KernelBody::Extern(_) => {
@@ -518,10 +514,21 @@ fn compile_with(
             CpuBody::Extern
         }
     };
+    let compile_ms = if loaded.is_some() {
+        0.0
+    } else {
+        t0.elapsed().as_secs_f64() * 1e3
+    };
+    let owner = match loaded {
+        Some(l) => {
+            jit::CodeOwner::loaded(l.memory, l.functions.into_iter().map(|(f, _)| f).collect())
+        }
+        None => jit::CodeOwner::new(modules),
+    };
     Ok(CpuKernel {
         kernel: kernel.clone(),
         body,
-        compile_ms: t0.elapsed().as_secs_f64() * 1e3,
+        compile_ms,
         shared_column_stages: shared,
         carrying_stages: carrying,
         edge_vector_stages: edge_stages,
@@ -529,8 +536,128 @@ fn compile_with(
         dual_stages,
         variants: Vec::new(),
         notes,
-        _code: Arc::new(jit::CodeOwner::new(modules, border_cells)),
+        _code: Arc::new(owner),
     })
+}
+
+/// Compiles the row functions of stages `reps` (and the split-off border functions of those
+/// `split`) on up to `available_parallelism()` threads, into `fns`; returns the modules
+/// that own the code.
+#[allow(clippy::too_many_arguments)]
+fn compile_stages(
+    stages: &[crate::kernel::Stage],
+    plans: &[rowfn::StagePlan],
+    split: &[bool],
+    same_as: &[usize],
+    reps: &[usize],
+    fault: Option<crate::fault::Fault>,
+    notes: &mut Vec<String>,
+    fns: &mut [Option<(RowFn, RowsFn)>],
+) -> Result<Vec<jit::Finished>, CodegenError> {
+    let compile_borders = || {
+        let mut out = Vec::new();
+        for (i, stage) in stages.iter().enumerate() {
+            if split[i] && same_as[i] == i {
+                let plan = &plans[i];
+                let code = jit::compile_cold(
+                    &format!("stage{i}_border"),
+                    &rowfn::border_params(),
+                    |b, params| rowfn::build_border(b, stage, plan, params, fault),
+                )?;
+                out.push((i, code));
+            }
+        }
+        Ok::<_, CodegenError>(out)
+    };
+    let compile_group = |group: &[usize]| {
+        let mut j = jit::Jit::new()?;
+        let border_sig = j.signature(&rowfn::border_params());
+        let mut ids = Vec::new();
+        let mut border_ids = Vec::new();
+        for &i in group {
+            let border = if split[i] {
+                let id = j.declare(&format!("stage{i}_border"), &rowfn::border_params())?;
+                border_ids.push((i, id));
+                Some(rowfn::BorderCall {
+                    func: id.as_u32(),
+                    sig: border_sig.clone(),
+                })
+            } else {
+                None
+            };
+            let (stage, plan) = (&stages[i], &plans[i]);
+            let rows_id = j.define(
+                &format!("stage{i}_rows"),
+                &rowfn::rows_params(),
+                |b, params| rowfn::build_rows(b, stage, plan, params, fault, border),
+            )?;
+            let id = j.define_row_forwarder(&format!("stage{i}"), rows_id)?;
+            ids.push((i, id, rows_id));
+        }
+        Ok::<_, CodegenError>((j, ids, border_ids))
+    };
+    let groups = stage_groups(plans, stages, reps);
+    if groups.len() > 1 {
+        let list: Vec<String> = groups.iter().map(|g| format!("{g:?}")).collect();
+        notes.push(format!(
+            "stages compiled in {} groups on threads of their own: {}",
+            groups.len(),
+            list.join(" ")
+        ));
+    }
+    let panicked = || CodegenError::Cranelift("a compile thread panicked".into());
+    let border_job_needed = reps.iter().any(|&i| split[i]);
+    // The first group compiles on this thread, the others and the border functions
+    // on threads of their own (with every group on a new thread, single-group
+    // kernels looked slower in separate-process runs, within this VM's noise).
+    let (borders, built) = std::thread::scope(|s| {
+        let border_job = border_job_needed.then(|| s.spawn(compile_borders));
+        let others: Vec<_> = groups
+            .iter()
+            .skip(1)
+            .map(|g| s.spawn(|| compile_group(g)))
+            .collect();
+        let mut built: Vec<_> = groups.iter().take(1).map(|g| compile_group(g)).collect();
+        built.extend(
+            others
+                .into_iter()
+                .map(|h| h.join().unwrap_or_else(|_| Err(panicked()))),
+        );
+        let borders = border_job.map(|h| h.join().unwrap_or_else(|_| Err(panicked())));
+        (borders, built)
+    });
+    let cold = borders.transpose()?.unwrap_or_default();
+    let mut modules = Vec::with_capacity(built.len());
+    for r in built {
+        let (mut j, ids, border_ids) = r?;
+        for (i, id) in border_ids {
+            let code = cold
+                .iter()
+                .find(|(k, _)| *k == i)
+                .map(|(_, c)| c)
+                .ok_or_else(|| CodegenError::Cranelift(format!("border of stage {i} lost")))?;
+            j.define_cold(id, code)?;
+        }
+        let module = j.finish()?;
+        for (i, id, rows_id) in ids {
+            let ptr = module.get_finalized_function(id);
+            let rptr = module.get_finalized_function(rows_id);
+            // SAFETY: `ptr` is the finalized code of a function defined with five
+            // I64 parameters (`define_row_forwarder`), exactly `RowFn`'s (three
+            // pointers and two i64, no result, the platform's C calling convention);
+            // `rptr` likewise with `rowfn::rows_params()`, eight I64, `RowsFn`'s.
+            // The code (with the border function it calls, defined in the same module)
+            // lives as long as `module`, which the returned `CpuKernel` owns.
+            fns[i] = Some(unsafe {
+                (
+                    std::mem::transmute::<*const u8, RowFn>(ptr),
+                    std::mem::transmute::<*const u8, RowsFn>(rptr),
+                )
+            });
+        }
+        modules.push(module);
+    }
+    Ok(modules)
 }
 
 /// Splits the `compiled` stages into at most `available_parallelism()` groups of about equal

@@ -299,21 +299,32 @@ pub(crate) fn build_rows(
     Ok(())
 }
 
-/// A stage's border function, as the row function calls it: through a cell that holds the
-/// address of its finalized code, so that the border function and the row function can
-/// be compiled at the same time (the compile fills the cell in before it returns the
-/// kernel; see `jit::CodeOwner`).
+/// A stage's border function, as the row function calls it: a direct call of a function
+/// declared in the same module (its bytes compiled by the cold ISA and defined there, see
+/// `jit::compile_cold`), so the call is PC-relative and the code position-independent.
 #[derive(Clone)]
 pub(crate) struct BorderCall {
-    /// The address of the cell (a `usize`) holding the border function's address.
-    pub(crate) cell: usize,
+    /// The border function's `FuncId` index in the row function's module.
+    pub(crate) func: u32,
     /// Its signature ([`border_params`], no result, the host's C convention).
     pub(crate) sig: cranelift_codegen::ir::Signature,
 }
 
 impl BorderCall {
-    pub(super) fn import(&self, b: &mut FunctionBuilder) -> cranelift_codegen::ir::SigRef {
-        b.import_signature(self.sig.clone())
+    /// The border function as a callee of the function being built.
+    pub(super) fn import(&self, b: &mut FunctionBuilder) -> cranelift_codegen::ir::FuncRef {
+        let signature = b.import_signature(self.sig.clone());
+        let name =
+            b.func
+                .declare_imported_user_function(cranelift_codegen::ir::UserExternalName::new(
+                    0, self.func,
+                ));
+        b.import_function(cranelift_codegen::ir::ExtFuncData {
+            name: cranelift_codegen::ir::ExternalName::user(name),
+            signature,
+            colocated: true,
+            patchable: false,
+        })
     }
 }
 

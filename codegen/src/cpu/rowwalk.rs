@@ -396,7 +396,6 @@ impl Walk<'_> {
         xs: Value,
         done: Block,
     ) {
-        let i64t = types::I64;
         let width = self.code.ctx.width;
         let call = b.create_block();
         let lo_empty = b.ins().icmp_imm_s(IntCC::Equal, self.xlo, 0);
@@ -406,15 +405,9 @@ impl Walk<'_> {
         b.switch_to_block(call);
         // The row pointers go to the stack here, only on rows that make the call.
         let rows_arr = rows_r(b, self.code.plan, self.code.ctx);
-        let sig = bc.import(b);
-        let cell = b.ins().iconst(i64t, bc.cell as i64);
-        // Filled in before any row function can run, never written again.
-        let f = b.ins().load(i64t, mem().with_readonly(), cell, 0);
-        b.ins().call_indirect(
-            sig,
-            f,
-            &[rows_arr, strides, self.out, out_stride, width, xs],
-        );
+        let f = bc.import(b);
+        b.ins()
+            .call(f, &[rows_arr, strides, self.out, out_stride, width, xs]);
         b.ins().jump(done, &[]);
     }
 

@@ -90,6 +90,15 @@ pub enum CacheError {
     /// Executable memory could not be set up.
     #[error("executable memory: {0}")]
     ExecMem(String),
+    /// The code image still needs relocations (a library call): it cannot run at another
+    /// address, so it is not cached.
+    #[error("the code needs {count} relocation(s) (first: {first}); not cached")]
+    NeedsRelocation {
+        /// How many relocations are left.
+        count: usize,
+        /// The first one, as `kind to target`.
+        first: String,
+    },
     /// The operation is not available on this platform.
     #[error("{0} is not supported on this platform")]
     Unsupported(&'static str),

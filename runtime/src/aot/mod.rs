@@ -10,18 +10,23 @@
 //! byte-for-byte the key the caller recomputed from every input that changes the code, its
 //! checksum verifies, and the host has every CPU feature it needs; anything else is a miss.
 //!
-//! Limits: not yet wired into `Engine` (the backend's `CodeImage` will provide the payload);
-//! no signed bundles; executable memory is Linux only.
+//! [`kernels`] wires it to the CPU backend: `Engine::with_cache_dir` and friends load a
+//! kernel's final code from a verified entry on a miss of the in-memory cache, else compile
+//! it and write its entry.
+//!
+//! Limits: no signed bundles; executable memory is Linux only.
 
 pub mod entry;
 pub mod error;
 pub mod exec_mem;
 pub mod host;
+pub mod kernels;
 pub mod key;
 pub mod store;
 
 pub use entry::{Entry, Symbol};
 pub use error::CacheError;
 pub use host::HostSpec;
+pub use kernels::{DiskCache, DiskCounts};
 pub use key::{CacheKey, KeyInputs, PtxTarget};
 pub use store::{CacheDir, Lookup, PutOutcome, Rejection};

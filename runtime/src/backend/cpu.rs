@@ -2,7 +2,8 @@
 //! host's threads through the fused runtime's `run_kernel`.
 //!
 //! Scope: compiling (the first compile, and when tiering applies the background one, see
-//! [`Upgrade`]), counting what was compiled and run ([`Stats`]), launching one group, and
+//! [`Upgrade`]; with an on-disk cache, loading a kernel's final code from it instead, or
+//! writing it there once compiled, see `crate::aot::kernels`), counting what was compiled and run ([`Stats`]), launching one group, and
 //! the code image of a compiled kernel. Buffers are host tensors, so moving them is a
 //! handle copy. Exactness: launches run the kernel `run_kernel` runs for the engine, on
 //! the same arguments; the code image is a copy of the emitted bytes, taken without
@@ -18,6 +19,7 @@ use kiln_ir::passes::{FusedGroup, StageStorage};
 use kiln_ir::TensorType;
 
 use super::{Backend, CodeImage};
+use crate::aot::DiskCache;
 use crate::executor::lock;
 use crate::fused::{run_kernel, CleanBlocks, RunCache, Upgrade};
 use crate::tensor::Tensor;
@@ -43,11 +45,12 @@ impl CpuArtifact {
     }
 }
 
-/// The CPU backend: its tuning and its counters.
+/// The CPU backend: its tuning, its counters and its on-disk cache (if any).
 #[derive(Default)]
 pub struct CpuBackend {
     tuning: Tuning,
     stats: Mutex<Stats>,
+    disk: Option<Arc<DiskCache>>,
 }
 
 impl CpuBackend {
@@ -56,7 +59,19 @@ impl CpuBackend {
         CpuBackend {
             tuning,
             stats: Mutex::new(Stats::default()),
+            disk: None,
         }
+    }
+
+    /// Uses `disk` (or no on-disk cache): on a miss of the in-memory cache a kernel's final
+    /// code is loaded from it, else compiled and written to it.
+    pub fn set_disk_cache(&mut self, disk: Option<DiskCache>) {
+        self.disk = disk.map(Arc::new);
+    }
+
+    /// The on-disk cache, if any.
+    pub fn disk_cache(&self) -> Option<&DiskCache> {
+        self.disk.as_deref()
     }
 
     /// The tuning.
@@ -71,7 +86,15 @@ impl CpuBackend {
 
     /// A snapshot of the counters.
     pub fn stats(&self) -> Stats {
-        lock(&self.stats).clone()
+        let mut st = lock(&self.stats).clone();
+        if let Some(d) = &self.disk {
+            let c = d.counts();
+            st.disk_hits = c.hits;
+            st.disk_misses = c.misses;
+            st.disk_writes = c.writes;
+            st.disk_rejected = c.rejected;
+        }
+        st
     }
 
     /// Updates the counters with `f`.
@@ -114,12 +137,35 @@ impl Backend for CpuBackend {
 
     fn compile(&self, kernel: &Kernel) -> Result<CpuArtifact, RuntimeError> {
         let options = &self.tuning.compile;
+        let tiering = self.tuning.tiering;
+        // A planted fault is for the fuzzer's self-tests: never cached.
+        let disk = self.disk.as_ref().filter(|_| options.fault.is_none());
+        if let Some(d) = disk {
+            if let Some(k) = d.load(kernel, options, tiering) {
+                return Ok(CpuArtifact {
+                    first: Arc::new(k),
+                    upgrade: None,
+                });
+            }
+        }
         let first = Arc::new(cpu::compile(kernel, options)?);
-        let upgrade = if self.tuning.tiering && Upgrade::worthwhile(&first, options) {
-            Upgrade::start(first.clone(), options)
+        let upgrade = if tiering && Upgrade::worthwhile(&first, options) {
+            let on_done = disk.map(|d| {
+                let (d, options) = (d.clone(), options.clone());
+                Box::new(move |k: &CpuKernel, recompiled: bool| {
+                    d.store(k, &options, tiering, recompiled);
+                }) as _
+            });
+            Upgrade::start(first.clone(), options, on_done)
         } else {
             None
         };
+        if let Some(d) = disk {
+            match &upgrade {
+                Some(up) => d.track(up.clone()),
+                None => d.store(&first, options, tiering, false),
+            }
+        }
         self.count(|st| {
             st.kernels_compiled += 1;
             st.compile_ms += first.compile_ms;

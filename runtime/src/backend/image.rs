@@ -1,13 +1,17 @@
 //! [`CodeImage`]: a compiled kernel as plain data (machine-code bytes with a symbol table
 //! and relocations, or PTX text), with a byte encoding that a later on-disk cache can store.
 //!
-//! Scope: the image is a faithful copy of what a backend compiled; nothing here links,
-//! loads or runs it. Exactness: [`CodeImage::to_bytes`] and [`CodeImage::from_bytes`] are
-//! inverse on every image (tested), so a stored image has the same bytes as the compiled
-//! code. Limits: CPU images are unlinked (calls between a kernel's functions are
-//! relocations) and hold process-local cell addresses where a stage calls a split-off
-//! border function (see `kiln_codegen::cpu::FunctionCode`); loading them back is the AOT
-//! cache's job. Decoding bad bytes gives an [`ImageError`], never a panic.
+//! Scope: the image is a copy of what a backend compiled, its functions laid out in one
+//! blob, each at a multiple of [`FUNCTION_ALIGN`] bytes; nothing here loads or runs it.
+//! [`CodeImage::from_functions`] resolves the PC-relative relocations between functions of
+//! the image (direct calls: a stage's row forwarder calling its row function, a row function
+//! calling its split-off border function), which depend only on the layout, so the blob runs
+//! at any address ([`CodeImage::is_relocation_free`]); any other relocation (a library call)
+//! is kept in [`CodeImage::relocs`] and the AOT cache refuses such an image. Exactness:
+//! [`CodeImage::to_bytes`] and [`CodeImage::from_bytes`] are inverse on every image
+//! (tested); a function without relocations has exactly the emitted bytes, one with them
+//! differs only in the patched displacements. Decoding bad bytes gives an [`ImageError`],
+//! never a panic.
 
 use kiln_codegen::cpu::FunctionCode;
 use thiserror::Error;
@@ -73,9 +77,55 @@ pub enum ImageError {
 
 const MAGIC: &[u8; 8] = b"KILNIMG1";
 
+/// Alignment of every function in a CPU image's code (Cranelift asks for at most 16 bytes
+/// of function alignment on x86_64 and aarch64, and its constant pools for as much).
+pub const FUNCTION_ALIGN: u64 = 64;
+
+/// Patches the PC-relative relocation `kind` at `at` to reach `target` (both offsets in
+/// `code`) with `addend`; false when the kind is not one resolved here or the value does
+/// not fit (the relocation is then kept).
+fn patch(code: &mut [u8], kind: &str, at: u64, target: u64, addend: i64) -> bool {
+    let value = i128::from(target) + i128::from(addend) - i128::from(at);
+    let Ok(at) = usize::try_from(at) else {
+        return false;
+    };
+    match kind {
+        // x86_64: a 32-bit displacement from the relocation's place.
+        "X86CallPCRel4" | "X86PCRel4" => {
+            let Ok(v) = i32::try_from(value) else {
+                return false;
+            };
+            match code.get_mut(at..at.saturating_add(4)) {
+                Some(dst) if dst.len() == 4 => {
+                    dst.copy_from_slice(&v.to_le_bytes());
+                    true
+                }
+                _ => false,
+            }
+        }
+        // aarch64 `bl`: a 26-bit word displacement in the instruction's low bits.
+        "Arm64Call" => {
+            if value % 4 != 0 || !(-(1i128 << 27)..(1i128 << 27)).contains(&value) {
+                return false;
+            }
+            match code.get_mut(at..at.saturating_add(4)) {
+                Some(dst) if dst.len() == 4 => {
+                    let mut insn = u32::from_le_bytes([dst[0], dst[1], dst[2], dst[3]]);
+                    insn = (insn & !0x03ff_ffff) | (((value >> 2) as u32) & 0x03ff_ffff);
+                    dst.copy_from_slice(&insn.to_le_bytes());
+                    true
+                }
+                _ => false,
+            }
+        }
+        _ => false,
+    }
+}
+
 impl CodeImage {
-    /// The image of CPU functions: their bytes laid one after another, in order, with
-    /// their relocations moved to image offsets.
+    /// The image of CPU functions: their bytes laid one after another in order, each at a
+    /// multiple of [`FUNCTION_ALIGN`] (zero padding), with the PC-relative relocations
+    /// between them resolved and every other relocation moved to image offsets.
     pub fn from_functions(functions: &[FunctionCode]) -> CodeImage {
         let mut image = CodeImage {
             target: "cpu".into(),
@@ -85,21 +135,45 @@ impl CodeImage {
             text: None,
         };
         for f in functions {
-            let base = image.code.len() as u64;
+            let base = image.code.len().next_multiple_of(FUNCTION_ALIGN as usize);
+            image.code.resize(base, 0);
             image.symbols.push(Symbol {
                 name: f.name.clone(),
-                offset: base,
+                offset: base as u64,
                 len: f.bytes.len() as u64,
             });
             image.code.extend_from_slice(&f.bytes);
-            image.relocs.extend(f.relocs.iter().map(|r| Relocation {
-                offset: base + u64::from(r.offset),
-                kind: r.kind.clone(),
-                target: r.target.clone(),
-                addend: r.addend,
-            }));
+        }
+        for (f, sym) in functions.iter().zip(image.symbols.clone()) {
+            for r in &f.relocs {
+                let at = sym.offset + u64::from(r.offset);
+                let target = match r.target.strip_prefix('+') {
+                    Some(off) => off.parse::<u64>().ok().map(|o| sym.offset + o),
+                    None => image
+                        .symbols
+                        .iter()
+                        .find(|s| s.name == r.target)
+                        .map(|s| s.offset),
+                };
+                let patched =
+                    target.is_some_and(|t| patch(&mut image.code, &r.kind, at, t, r.addend));
+                if !patched {
+                    image.relocs.push(Relocation {
+                        offset: at,
+                        kind: r.kind.clone(),
+                        target: r.target.clone(),
+                        addend: r.addend,
+                    });
+                }
+            }
         }
         image
+    }
+
+    /// Whether the code needs no linking: every call between its functions is resolved
+    /// and nothing refers outside it (always true for PTX).
+    pub fn is_relocation_free(&self) -> bool {
+        self.relocs.is_empty()
     }
 
     /// The image of a PTX module: its text and entry names.
@@ -274,7 +348,7 @@ mod tests {
                 bytes: vec![9, 8, 7, 6, 5],
                 relocs: vec![CodeReloc {
                     offset: 1,
-                    kind: "Abs8".into(),
+                    kind: "X86CallPCRel4".into(),
                     target: "a".into(),
                     addend: -4,
                 }],
@@ -283,12 +357,40 @@ mod tests {
     }
 
     #[test]
-    fn functions_are_laid_out_in_order_with_moved_relocations() {
+    fn functions_are_aligned_and_calls_between_them_resolved() {
         let im = sample();
-        assert_eq!(im.code, vec![1, 2, 3, 9, 8, 7, 6, 5]);
-        assert_eq!(im.function("b"), Some(&[9u8, 8, 7, 6, 5][..]));
-        assert_eq!(im.relocs[0].offset, 4);
-        assert_eq!(im.relocs[0].addend, -4);
+        let b = FUNCTION_ALIGN as usize;
+        assert_eq!(im.symbols[1].offset, FUNCTION_ALIGN);
+        assert_eq!(&im.code[..3], &[1, 2, 3]);
+        assert!(im.code[3..b].iter().all(|&x| x == 0));
+        // `b` calls `a` at its byte 1: displacement a - (b + 1) + addend (-4).
+        let disp = -(b as i32) - 1 - 4;
+        let mut want = vec![9u8];
+        want.extend_from_slice(&disp.to_le_bytes());
+        assert_eq!(im.function("b"), Some(&want[..]));
+        assert!(im.is_relocation_free());
+        // An unknown target or kind stays a relocation, at its image offset.
+        let kept = CodeImage::from_functions(&[FunctionCode {
+            name: "c".into(),
+            bytes: vec![0; 8],
+            relocs: vec![
+                CodeReloc {
+                    offset: 2,
+                    kind: "X86CallPCRel4".into(),
+                    target: "LibCall(FloorF32)".into(),
+                    addend: -4,
+                },
+                CodeReloc {
+                    offset: 0,
+                    kind: "Abs8".into(),
+                    target: "c".into(),
+                    addend: 0,
+                },
+            ],
+        }]);
+        assert!(!kept.is_relocation_free());
+        assert_eq!(kept.relocs.len(), 2);
+        assert_eq!(kept.code, vec![0; 8]);
     }
 
     #[test]

@@ -17,7 +17,7 @@ pub mod cpu;
 pub mod cuda;
 mod image;
 
-pub use image::{CodeImage, ImageError, Relocation, Symbol};
+pub use image::{CodeImage, ImageError, Relocation, Symbol, FUNCTION_ALIGN};
 
 use kiln_codegen::{CodegenError, CompileOptions, Kernel};
 use kiln_ir::passes::{FusedGroup, StageStorage};

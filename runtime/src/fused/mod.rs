@@ -22,7 +22,7 @@ mod tiers;
 pub use stencil::hooks as stencil_hooks;
 pub use stencil::SCRATCH_BUDGET;
 pub(crate) use stencil::{CleanBlocks, RunCache};
-pub use tiers::{Upgrade, UPGRADE_STEP_BUDGET};
+pub use tiers::{upgrade_options, Upgrade, UPGRADE_STEP_BUDGET};
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -139,6 +139,44 @@ impl Engine {
     /// speed.
     pub fn with_tiering(self, on: bool) -> Engine {
         self.tune(|t| t.tiering = on)
+    }
+
+    /// With an on-disk kernel cache in `dir` (created if needed): a kernel missing from
+    /// the engine's cache is loaded from a verified entry there, else compiled and written
+    /// (its final code: the tiered background compile's when one runs). A directory that
+    /// cannot be used gives one warning and no cache. Results do not depend on it.
+    pub fn with_cache_dir(mut self, dir: impl AsRef<std::path::Path>) -> Engine {
+        let disk = match crate::aot::DiskCache::open(dir.as_ref()) {
+            Ok(d) => Some(d),
+            Err(e) => {
+                eprintln!("kiln cache: disabled: {e}");
+                None
+            }
+        };
+        self.exec.backend_mut().set_disk_cache(disk);
+        self
+    }
+
+    /// Runs kernels from a bundle written by `kiln aot build` (a cache directory with a
+    /// manifest); kernels it lacks are compiled and added to it. The same as
+    /// [`Engine::with_cache_dir`].
+    pub fn with_cache_bundle(self, dir: impl AsRef<std::path::Path>) -> Engine {
+        self.with_cache_dir(dir)
+    }
+
+    /// With the on-disk cache the environment asks for: none under `KILN_CACHE=off`, else
+    /// `KILN_CACHE_DIR`, else `$XDG_CACHE_HOME/kiln`, else `~/.cache/kiln` (what the `kiln`
+    /// command line uses). [`Engine::new`] has no on-disk cache.
+    pub fn with_cache_from_env(mut self) -> Engine {
+        self.exec
+            .backend_mut()
+            .set_disk_cache(crate::aot::DiskCache::from_env());
+        self
+    }
+
+    /// The on-disk cache, if any.
+    pub fn disk_cache(&self) -> Option<&crate::aot::DiskCache> {
+        self.exec.backend().disk_cache()
     }
 
     /// The compile options.

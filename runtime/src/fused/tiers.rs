@@ -26,6 +26,19 @@ use kiln_codegen::CompileOptions;
 /// carried values (see `cpu::shift`) the median takes 4-vector steps under it.
 pub const UPGRADE_STEP_BUDGET: usize = 3000;
 
+/// What runs when a background compile has finished: given the kernel and whether its
+/// general code was compiled again.
+pub(crate) type OnDone = Box<dyn FnOnce(&CpuKernel, bool) + Send>;
+
+/// The options of the background compile of a kernel first compiled with `options`.
+pub fn upgrade_options(options: &CompileOptions) -> CompileOptions {
+    CompileOptions {
+        step_code_budget: Some(UPGRADE_STEP_BUDGET),
+        no_dual_stages: true,
+        ..options.clone()
+    }
+}
+
 /// The background compile of one kernel: with [`UPGRADE_STEP_BUDGET`] when that changes
 /// its code (else sharing the first compile's code), and with its guarded variants for
 /// clean inputs attached (`CpuKernel::variants`) when it has them.
@@ -56,14 +69,18 @@ impl Upgrade {
     /// again with a bigger step budget when that gives different code, else sharing
     /// `first`'s code, and with its clean specialisations attached. `None` when no thread
     /// could be started (the first compile then stays in use).
-    pub(crate) fn start(first: Arc<CpuKernel>, options: &CompileOptions) -> Option<Arc<Upgrade>> {
+    ///
+    /// `on_done` is called with the finished kernel, and whether its general code was
+    /// compiled again (with [`upgrade_options`]) rather than shared, before waiters wake up
+    /// (the disk cache writes its entry there).
+    pub(crate) fn start(
+        first: Arc<CpuKernel>,
+        options: &CompileOptions,
+        on_done: Option<OnDone>,
+    ) -> Option<Arc<Upgrade>> {
         let up = Arc::new(Upgrade::default());
         let recompile = Upgrade::bigger_pays(&first, options);
-        let options = CompileOptions {
-            step_code_budget: Some(UPGRADE_STEP_BUDGET),
-            no_dual_stages: true,
-            ..options.clone()
-        };
+        let options = upgrade_options(options);
         let theirs = up.clone();
         std::thread::Builder::new()
             .name("kiln-upgrade".into())
@@ -102,6 +119,9 @@ impl Upgrade {
                 })
                 .ok()
                 .flatten();
+                if let (Some(k), Some(f)) = (&compiled, on_done) {
+                    f(k, recompile);
+                }
                 theirs.finish(compiled);
             })
             .ok()?;

@@ -1,0 +1,370 @@
+//! CPU kernels in the on-disk cache: the key of a kernel, its entry (the code image of its
+//! final compile) and the verified load of an entry back into a runnable `CpuKernel`.
+//!
+//! Scope: [`DiskCache`] is what the engine's CPU backend consults on a kernel-cache miss
+//! (load, else compile and store) with its counters and the one warning per process. An
+//! entry holds one kernel's final code: the general kernel (`base/`: compiled with the
+//! engine's options; `upgraded/`: with the tiered background compile's options) and its
+//! guarded variants (`clean/`, `nonneg/`, compiled with the background options), each
+//! function's name prefixed with its part, all in one relocation-free blob.
+//!
+//! Exactness: an entry runs only if its key, recomputed here from the kernel form's text,
+//! the canonical compile options (every field, plus whether tiering is on, which decides
+//! what the entry holds), the target, the CPU features, the Cranelift version and kiln's
+//! build id, equals the stored one and its checksum verifies (`store::CacheDir::get`). The
+//! loaded kernel's plans and slots are recomputed by `kiln_codegen::cpu::load` exactly as a
+//! compile computes them, so it runs the same code on the same arguments as the compile that
+//! wrote the entry, and gives the same bits (tested against eager across processes).
+//!
+//! Limits: kernels compiled with a planted fault are never cached; an image that still
+//! needs relocations (a library call) is refused with [`CacheError::NeedsRelocation`] and
+//! simply not cached; loading needs Linux (`ExecMem`).
+
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use kiln_codegen::cpu::{self, CpuKernel, FunctionCode, Guard, GuardedVariant, LoadedCode};
+use kiln_codegen::{CompileOptions, Kernel};
+
+use super::exec_mem::ExecMem;
+use super::{CacheDir, CacheError, CacheKey, Entry, HostSpec, KeyInputs, Lookup};
+use crate::backend::CodeImage;
+use crate::fused::Upgrade;
+
+/// The canonical bytes of the compile options of a cache key: every field of `options`
+/// (its derived `Debug` form lists each one, by name, in declaration order) and whether
+/// the engine tiers compiles (which decides what an entry holds).
+pub fn options_bytes(options: &CompileOptions, tiering: bool) -> Vec<u8> {
+    format!("{options:?};tiering={tiering}").into_bytes()
+}
+
+/// The key of `kernel`'s entry under `options` for `host`.
+pub fn kernel_key(
+    kernel: &Kernel,
+    options: &CompileOptions,
+    tiering: bool,
+    host: &HostSpec,
+) -> CacheKey {
+    KeyInputs::for_host(kernel, &options_bytes(options, tiering), host).key()
+}
+
+/// Part prefix of the general kernel compiled with the engine's options.
+pub const PART_BASE: &str = "base";
+/// Part prefix of the general kernel compiled with the background compile's options.
+pub const PART_UPGRADED: &str = "upgraded";
+
+fn guard_part(g: Guard) -> &'static str {
+    match g {
+        Guard::CleanInputs => "clean",
+        Guard::NonNegative => "nonneg",
+    }
+}
+
+/// The parts of a kernel's final code: the general kernel (`upgraded` says with which
+/// options it was compiled) and its attached variants.
+fn parts(kernel: &CpuKernel, upgraded: bool) -> Vec<(&'static str, &CpuKernel)> {
+    let mut v = vec![(if upgraded { PART_UPGRADED } else { PART_BASE }, kernel)];
+    v.extend(
+        kernel
+            .variants
+            .iter()
+            .map(|g| (guard_part(g.guard), &g.kernel)),
+    );
+    v
+}
+
+/// One image of every function of `parts`, each name (and relocation target) prefixed with
+/// its part.
+pub fn image_of_parts(parts: &[(&str, &CpuKernel)]) -> CodeImage {
+    let mut funcs = Vec::new();
+    for (part, k) in parts {
+        for f in k.machine_code() {
+            let mut f = f.clone();
+            f.name = format!("{part}/{}", f.name);
+            for r in &mut f.relocs {
+                if !r.target.starts_with('+') {
+                    r.target = format!("{part}/{}", r.target);
+                }
+            }
+            funcs.push(f);
+        }
+    }
+    CodeImage::from_functions(&funcs)
+}
+
+/// The entry of `image` under `key` for `host`; refuses an image that needs relocations.
+pub fn entry_of(key: CacheKey, image: &CodeImage, host: &HostSpec) -> Result<Entry, CacheError> {
+    if !image.is_relocation_free() {
+        let first = &image.relocs[0];
+        return Err(CacheError::NeedsRelocation {
+            count: image.relocs.len(),
+            first: format!("{} to {}", first.kind, first.target),
+        });
+    }
+    Ok(Entry {
+        key,
+        target: host.triple.clone(),
+        features: host.features.clone(),
+        symbols: image.symbols.clone(),
+        payload: image.code.clone(),
+    })
+}
+
+/// The options the tiered background compile uses for a kernel first compiled with
+/// `options`.
+pub fn upgrade_options(options: &CompileOptions) -> CompileOptions {
+    crate::fused::upgrade_options(options)
+}
+
+/// `kernel`'s final code from a verified `entry`: copied into fresh executable memory, its
+/// general kernel and variants rebuilt by `cpu::load`.
+pub fn kernel_from_entry(
+    entry: &Entry,
+    kernel: &Kernel,
+    options: &CompileOptions,
+) -> Result<CpuKernel, CacheError> {
+    let mem = Arc::new(ExecMem::load(&entry.payload)?);
+    let bad = |what: String| CacheError::Malformed(what);
+    let part_code = |part: &str| -> Option<LoadedCode> {
+        let prefix = format!("{part}/");
+        let functions: Vec<(FunctionCode, *const u8)> = entry
+            .symbols
+            .iter()
+            .filter_map(|s| {
+                let name = s.name.strip_prefix(&prefix)?;
+                let addr = mem.symbol_ptr(s)?;
+                let start = usize::try_from(s.offset).ok()?;
+                let bytes = entry
+                    .payload
+                    .get(start..start + usize::try_from(s.len).ok()?)?;
+                Some((
+                    FunctionCode {
+                        name: name.to_string(),
+                        bytes: bytes.to_vec(),
+                        relocs: Vec::new(),
+                    },
+                    addr,
+                ))
+            })
+            .collect();
+        (!functions.is_empty()).then(|| LoadedCode {
+            memory: Box::new(mem.clone()),
+            functions,
+        })
+    };
+    let up = upgrade_options(options);
+    let (general, general_options) = match (part_code(PART_BASE), part_code(PART_UPGRADED)) {
+        (Some(c), None) => (c, options),
+        (None, Some(c)) => (c, &up),
+        _ => return Err(bad("not exactly one general kernel".into())),
+    };
+    // SAFETY: the entry's key (checked by `CacheDir::get` against the key recomputed from
+    // this kernel's text, these options and this build's id) says this code is what this
+    // build emitted for `kernel` under `general_options` (the part's prefix says which) and,
+    // for each variant, under the background options; its checksum says the bytes are
+    // unchanged; `mem` holds them executable, laid out as the image resolved their calls,
+    // and every `LoadedCode` keeps `mem` alive.
+    let mut k = unsafe { cpu::load(kernel, general_options, None, general) }
+        .map_err(|e| bad(e.to_string()))?
+        .ok_or_else(|| bad("general kernel did not load".into()))?;
+    let mut variants = Vec::new();
+    for g in Guard::ALL {
+        if let Some(code) = part_code(guard_part(g)) {
+            // SAFETY: as above, for the variant under `g` compiled with the background
+            // options.
+            let v = unsafe { cpu::load(kernel, &up, Some(g), code) }
+                .map_err(|e| bad(e.to_string()))?
+                .ok_or_else(|| bad(format!("variant {g:?} does not apply")))?;
+            variants.push(GuardedVariant {
+                guard: g,
+                kernel: v,
+            });
+        }
+    }
+    k.variants = cpu::attachable(variants);
+    Ok(k)
+}
+
+/// Whether the one warning of this process has been printed.
+static WARNED: AtomicBool = AtomicBool::new(false);
+
+/// Prints `msg` on stderr if no cache warning was printed by this process yet.
+fn warn_once(msg: &str) {
+    if !WARNED.swap(true, Ordering::Relaxed) {
+        eprintln!("{msg} (further cache warnings suppressed)");
+    }
+}
+
+/// The on-disk cache as the CPU backend uses it: lookups, writes, counters.
+pub struct DiskCache {
+    dir: CacheDir,
+    host: HostSpec,
+    hits: AtomicUsize,
+    misses: AtomicUsize,
+    writes: AtomicUsize,
+    rejected: AtomicUsize,
+    write_errors: AtomicUsize,
+    /// Background compiles whose final code is still to be written (waited for on drop).
+    pending: Mutex<Vec<Arc<Upgrade>>>,
+}
+
+/// Counters of a [`DiskCache`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DiskCounts {
+    /// Kernels loaded from verified entries.
+    pub hits: usize,
+    /// Lookups that found no usable entry (absent or rejected).
+    pub misses: usize,
+    /// Entries written.
+    pub writes: usize,
+    /// Entries present but rejected by a check (quarantined).
+    pub rejected: usize,
+    /// Entries that could not be written (refused image, I/O error).
+    pub write_errors: usize,
+}
+
+/// How long dropping a [`DiskCache`] waits for background compiles to write their code.
+pub const PENDING_WAIT: Duration = Duration::from_secs(30);
+
+impl DiskCache {
+    /// The cache in `dir` (created if needed) for this host.
+    pub fn open(dir: impl AsRef<Path>) -> Result<DiskCache, CacheError> {
+        Ok(DiskCache::new(
+            CacheDir::open(dir.as_ref())?,
+            HostSpec::detect(),
+        ))
+    }
+
+    /// The cache from the environment: `KILN_CACHE=off` none; else `KILN_CACHE_DIR`, else
+    /// `$XDG_CACHE_HOME/kiln`, else `~/.cache/kiln`. A directory that cannot be used gives
+    /// one warning and no cache.
+    pub fn from_env() -> Option<DiskCache> {
+        match CacheDir::from_env() {
+            Ok(Some(d)) => Some(DiskCache::new(d, HostSpec::detect())),
+            Ok(None) => None,
+            Err(e) => {
+                warn_once(&format!("kiln cache: disabled: {e}"));
+                None
+            }
+        }
+    }
+
+    /// The cache in `dir` for `host`.
+    pub fn new(dir: CacheDir, host: HostSpec) -> DiskCache {
+        DiskCache {
+            dir,
+            host,
+            hits: AtomicUsize::new(0),
+            misses: AtomicUsize::new(0),
+            writes: AtomicUsize::new(0),
+            rejected: AtomicUsize::new(0),
+            write_errors: AtomicUsize::new(0),
+            pending: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// The directory.
+    pub fn dir(&self) -> &CacheDir {
+        &self.dir
+    }
+
+    /// The counters.
+    pub fn counts(&self) -> DiskCounts {
+        DiskCounts {
+            hits: self.hits.load(Ordering::Relaxed),
+            misses: self.misses.load(Ordering::Relaxed),
+            writes: self.writes.load(Ordering::Relaxed),
+            rejected: self.rejected.load(Ordering::Relaxed),
+            write_errors: self.write_errors.load(Ordering::Relaxed),
+        }
+    }
+
+    /// `kernel`'s final code from the cache, verified; `None` on any miss (a rejected entry
+    /// is quarantined and warned about once per process).
+    pub fn load(
+        &self,
+        kernel: &Kernel,
+        options: &CompileOptions,
+        tiering: bool,
+    ) -> Option<CpuKernel> {
+        let key = kernel_key(kernel, options, tiering, &self.host);
+        let entry = match self.dir.get(&key, &self.host) {
+            Lookup::Hit(e) => e,
+            Lookup::Absent => {
+                self.misses.fetch_add(1, Ordering::Relaxed);
+                return None;
+            }
+            Lookup::Rejected(r) => {
+                self.misses.fetch_add(1, Ordering::Relaxed);
+                self.rejected.fetch_add(1, Ordering::Relaxed);
+                warn_once(&r.to_string());
+                return None;
+            }
+        };
+        match kernel_from_entry(&entry, kernel, options) {
+            Ok(k) => {
+                self.hits.fetch_add(1, Ordering::Relaxed);
+                Some(k)
+            }
+            Err(e) => {
+                self.misses.fetch_add(1, Ordering::Relaxed);
+                self.rejected.fetch_add(1, Ordering::Relaxed);
+                warn_once(&format!(
+                    "kiln cache: ignoring {}: {e}",
+                    self.dir.entry_path(&key).display()
+                ));
+                None
+            }
+        }
+    }
+
+    /// Writes `compiled`'s code (`upgraded`: compiled with the background options) as the
+    /// entry of its kernel under `options`. Failures are counted and warned about once.
+    pub fn store(
+        &self,
+        compiled: &CpuKernel,
+        options: &CompileOptions,
+        tiering: bool,
+        upgraded: bool,
+    ) {
+        let key = kernel_key(&compiled.kernel, options, tiering, &self.host);
+        let image = image_of_parts(&parts(compiled, upgraded));
+        let written = entry_of(key, &image, &self.host).and_then(|e| self.dir.put(&e));
+        match written {
+            Ok(super::PutOutcome::Written) => {
+                self.writes.fetch_add(1, Ordering::Relaxed);
+            }
+            Ok(super::PutOutcome::AlreadyPresent) => {}
+            Err(e) => {
+                self.write_errors.fetch_add(1, Ordering::Relaxed);
+                warn_once(&format!("kiln cache: not writing a kernel: {e}"));
+            }
+        }
+    }
+
+    /// Remembers a background compile that writes its code when done.
+    pub(crate) fn track(&self, up: Arc<Upgrade>) {
+        let mut p = crate::executor::lock(&self.pending);
+        p.retain(|u| !u.is_finished());
+        p.push(up);
+    }
+
+    /// Waits up to `timeout` for the tracked background compiles (and their writes).
+    pub fn wait_for_writes(&self, timeout: Duration) -> bool {
+        let pending: Vec<_> = crate::executor::lock(&self.pending).clone();
+        let deadline = std::time::Instant::now() + timeout;
+        pending
+            .iter()
+            .all(|u| u.wait(deadline.saturating_duration_since(std::time::Instant::now())))
+    }
+}
+
+impl Drop for DiskCache {
+    fn drop(&mut self) {
+        // The final code of kernels still compiling in the background is what the cache
+        // should hold for the next process.
+        self.wait_for_writes(PENDING_WAIT);
+    }
+}
