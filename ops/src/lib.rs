@@ -7,6 +7,7 @@
 //! operator, including the [`Program`]s that are not one graph (fixpoints, several inputs or
 //! outputs, native passes).
 
+pub mod distance;
 pub mod error;
 pub mod gradient;
 pub mod median;

@@ -197,6 +197,15 @@ impl Engine {
         }
     }
 
+    /// Runs `f` on this engine's thread pool (rayon's global pool when it has none of its
+    /// own), so that native passes (`kiln_ops::program`) use the same threads as kernels.
+    pub fn install<R: Send>(&self, f: impl FnOnce() -> R + Send) -> R {
+        match &self.pool {
+            Some(p) => p.install(f),
+            None => f(),
+        }
+    }
+
     /// Optimises, fuses, lowers and compiles `graph` (kernels through the cache).
     pub fn compile(&self, graph: &Graph) -> Result<CompiledGraph, RuntimeError> {
         let t0 = Instant::now();

@@ -1,0 +1,3 @@
+//! Helpers shared by the ops tests.
+
+pub mod gold;

@@ -1,0 +1,154 @@
+//! The distance transforms against scipy 1.17's goldens (tests/golden/distance, written by
+//! scripts/gold_distance.py): distances and indices bit for bit, for `Exec::Eager` and
+//! `Exec::Fused`, on contiguous and strided inputs.
+
+mod common;
+
+use common::gold::{self, Case};
+use kiln_ops::distance::{
+    bf_run, cdt_run, edt_run,
+    program::{parse_bf_metric, parse_cdt_metric, parse_sampling, BF_INFO, CDT_INFO, EDT_INFO},
+    BfDistances, Masks,
+};
+use kiln_ops::{Exec, Params};
+use kiln_runtime::npy::read_npy;
+use kiln_runtime::{fused::Engine, Storage, Tensor};
+
+/// What one run returned, as comparable bits.
+#[derive(Debug, PartialEq)]
+enum Dist {
+    F64(Vec<u64>),
+    I32(Vec<i32>),
+    U32(Vec<u32>),
+}
+
+fn run_case(case: &Case, exec: Exec<'_>, input: &Tensor) -> (Dist, Vec<i32>) {
+    let m = Masks::from_tensor("test", input).unwrap();
+    let rank = m.shape.len();
+    match case.op.as_str() {
+        "edt" => {
+            let p = Params::new(&EDT_INFO, &case.params).unwrap();
+            let s = parse_sampling(&p, rank).unwrap();
+            let r = edt_run(exec, &m, &s, true, true);
+            (
+                Dist::F64(r.distances.unwrap().iter().map(|d| d.to_bits()).collect()),
+                r.indices.unwrap(),
+            )
+        }
+        "cdt" => {
+            let p = Params::new(&CDT_INFO, &case.params).unwrap();
+            let st = parse_cdt_metric(&p, rank).unwrap();
+            let r = cdt_run(exec, &m, &st, true, true);
+            (Dist::I32(r.distances.unwrap()), r.indices.unwrap())
+        }
+        "bf" => {
+            let p = Params::new(&BF_INFO, &case.params).unwrap();
+            let s = parse_sampling(&p, rank).unwrap();
+            let metric = parse_bf_metric(&p).unwrap();
+            let r = bf_run(exec, &m, metric, &s, true, true);
+            let d = match r.distances.unwrap() {
+                BfDistances::F64(v) => Dist::F64(v.iter().map(|d| d.to_bits()).collect()),
+                BfDistances::U32(v) => Dist::U32(v),
+            };
+            (d, r.indices.unwrap())
+        }
+        other => panic!("unknown op {other}"),
+    }
+}
+
+fn expected(case: &Case) -> (Dist, Vec<i32>) {
+    let d = gold::read(&format!("{}.dist.npy", case.name));
+    let dist = match d.descr.as_str() {
+        "<f8" => Dist::F64(d.f64s().iter().map(|x| x.to_bits()).collect()),
+        "<i4" => Dist::I32(d.i32s()),
+        "<u4" => Dist::U32(d.u32s()),
+        other => panic!("{}: dtype {other}", case.name),
+    };
+    (dist, gold::read(&format!("{}.idx.npy", case.name)).i32s())
+}
+
+/// The same values as `t` in a storage twice as long: element `i` at `2i + 1`, every other
+/// element true, so a stride mistake changes the mask.
+fn strided(t: &Tensor) -> Tensor {
+    let n = t.numel();
+    let mut st = Storage::zeros(t.dtype(), 2 * n + 1);
+    let truthy = match t.get(&vec![0; t.shape().len()]) {
+        kiln_ir::Scalar::F32(_) => kiln_ir::Scalar::F32(1.0f32.to_bits()),
+        kiln_ir::Scalar::F64(_) => kiln_ir::Scalar::F64(1.0f64.to_bits()),
+        kiln_ir::Scalar::U8(_) => kiln_ir::Scalar::U8(7),
+        kiln_ir::Scalar::Bool(_) => kiln_ir::Scalar::Bool(true),
+    };
+    for (i, s) in t.to_scalars().into_iter().enumerate() {
+        st.set(2 * i, truthy);
+        st.set(2 * i + 1, s);
+    }
+    st.set(2 * n, truthy);
+    let strides: Vec<usize> = kiln_runtime::tensor::contiguous_strides(t.shape())
+        .iter()
+        .map(|s| 2 * s)
+        .collect();
+    Tensor::from_parts(std::sync::Arc::new(st), t.shape(), &strides, 1).unwrap()
+}
+
+#[test]
+fn every_golden_case_matches_scipy_bit_for_bit_eager_and_fused() {
+    let engine = Engine::new().with_threads(3);
+    let cases = gold::cases();
+    assert!(cases.len() >= 60, "only {} golden cases", cases.len());
+    let mut checked = 0;
+    for case in &cases {
+        let input = read_npy(gold::dir().join(format!("{}.in.npy", case.name))).unwrap();
+        let want = expected(case);
+        for (label, exec) in [("eager", Exec::Eager), ("fused", Exec::Fused(&engine))] {
+            let got = run_case(case, exec, &input);
+            assert!(
+                got.0 == want.0,
+                "{} ({label}): distances differ from scipy",
+                case.name
+            );
+            assert!(
+                got.1 == want.1,
+                "{} ({label}): indices differ from scipy",
+                case.name
+            );
+            checked += 1;
+        }
+        let got = run_case(case, Exec::Fused(&engine), &strided(&input));
+        assert!(
+            got == want,
+            "{} (strided input): differs from scipy",
+            case.name
+        );
+    }
+    eprintln!(
+        "{} golden cases, {checked} eager/fused runs, bit for bit",
+        cases.len()
+    );
+}
+
+#[test]
+fn the_golden_cases_cover_what_the_issue_lists() {
+    let cases = gold::cases();
+    let has = |f: &dyn Fn(&Case) -> bool| cases.iter().any(f);
+    for op in ["edt", "cdt", "bf"] {
+        assert!(has(&|c| c.op == op), "no {op} case");
+    }
+    for rank in 1..=4 {
+        assert!(
+            has(&|c| {
+                let t = read_npy(gold::dir().join(format!("{}.in.npy", c.name))).unwrap();
+                c.op == "edt" && t.shape().len() == rank + 2
+            }),
+            "no {rank}-D EDT case"
+        );
+    }
+    assert!(has(&|c| c
+        .params
+        .iter()
+        .any(|(k, v)| k == "sampling" && v.contains(".3"))));
+    for word in [
+        "nobg", "nofg", "single", "checker", "blob", "batch", "row", "col",
+    ] {
+        assert!(has(&|c| c.name.contains(word)), "no `{word}` case");
+    }
+}
