@@ -225,14 +225,8 @@ impl CudaEngine {
             "kernel launch",
         )?;
         let args: CudaSlice<i64> = self.stream.clone_htod(&words).map_err(drv)?;
-        let mut out: CudaSlice<u8> = self
-            .stream
-            .alloc_zeros(out_bytes)
-            .map_err(drv)?;
-        let mut scratch: CudaSlice<u8> = self
-            .stream
-            .alloc_zeros(scratch_bytes)
-            .map_err(drv)?;
+        let mut out: CudaSlice<u8> = self.stream.alloc_zeros(out_bytes).map_err(drv)?;
+        let mut scratch: CudaSlice<u8> = self.stream.alloc_zeros(scratch_bytes).map_err(drv)?;
         let grid = m.grid(dims);
         let cfg = LaunchConfig {
             grid_dim: (grid[0], grid[1], grid[2]),
