@@ -68,7 +68,7 @@ fn data(dtype: DType, shape: &[usize], seed: u64) -> Tensor {
             (0..n)
                 .map(|_| {
                     let k = r.next();
-                    if k % 7 == 0 {
+                    if k.is_multiple_of(7) {
                         (k % 251) as u8 | 1
                     } else {
                         0
