@@ -188,3 +188,33 @@ fn a_wrong_value_is_detected() {
     assert!(compare(&changed, &want).is_some());
     assert!(compare(&want, &want).is_none());
 }
+
+/// `gradient_magnitude` refuses integer input with a clear error (SEMANTICS.md, "Integer
+/// dtypes"), naming the dtype; floats still build.
+#[test]
+fn gradient_magnitude_refuses_integer_input() {
+    for d in [
+        DType::U8,
+        DType::I8,
+        DType::U16,
+        DType::I16,
+        DType::I32,
+        DType::U32,
+    ] {
+        let ty = TensorType {
+            dtype: d,
+            shape: vec![1, 1, 5, 6],
+        };
+        let e = build_op("gradient_magnitude", &[], &ty).unwrap_err();
+        let msg = e.to_string();
+        assert!(
+            msg.contains("f32 or f64") && msg.contains(&d.to_string()),
+            "{msg}"
+        );
+    }
+    let ty = TensorType {
+        dtype: DType::F32,
+        shape: vec![1, 1, 5, 6],
+    };
+    assert!(build_op("gradient_magnitude", &[], &ty).is_ok());
+}
