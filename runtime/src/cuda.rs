@@ -18,7 +18,7 @@ use cudarc::nvrtc::Ptx;
 use kiln_codegen::kernel::Kernel;
 use kiln_codegen::ptx::{self, PtxModule, PtxTarget};
 use kiln_codegen::{CodegenError, CompileOptions};
-use kiln_ir::DType;
+use kiln_ir::{DType, Scalar};
 use thiserror::Error;
 
 use crate::executor::KernelCache;
@@ -327,6 +327,15 @@ fn from_bytes(dtype: DType, b: &[u8]) -> Storage {
         ),
         DType::U8 => Storage::U8(b.to_vec()),
         DType::Bool => Storage::Bool(b.iter().map(|&x| (x != 0) as u8).collect()),
+        // The other integer dtypes, element by element from their little-endian bytes.
+        d => {
+            let size = d.size_bytes();
+            let mut st = Storage::zeros(d, b.len() / size);
+            for (i, c) in b.chunks_exact(size).enumerate() {
+                st.set(i, Scalar::from_le_bytes(d, c).expect("whole element"));
+            }
+            st
+        }
     }
 }
 
