@@ -290,6 +290,31 @@ fn builtins_compute_what_their_docs_say() {
 }
 
 #[test]
+fn bool_bytes_other_than_one_read_as_true_in_both_executors() {
+    let bytes: Vec<u8> = (0..60u32)
+        .map(|i| [0u8, 2, 0, 255, 1, 0, 7][i as usize % 7])
+        .collect();
+    let x = Tensor::from_storage(Storage::Bool(bytes), &[1, 3, 4, 5]).unwrap();
+    let strided = x.with_memory_order(&[3, 2, 1, 0]).unwrap();
+    for axis in 0..4 {
+        for (name, out, params) in [
+            ("kiln.copy", DType::Bool, vec![]),
+            ("kiln.since_true", DType::F32, vec![Scalar::f32(1.0)]),
+        ] {
+            let mut b = GraphBuilder::new();
+            let xi = b.input(DType::Bool, x.shape()).unwrap();
+            let y = b
+                .line_extern(xi, call(name, axis, true, out, params))
+                .unwrap();
+            let g = b.finish(&[y]).unwrap();
+            for t in [&x, &strided] {
+                check(&g, std::slice::from_ref(t), &format!("{name} axis {axis}"));
+            }
+        }
+    }
+}
+
+#[test]
 fn producers_and_consumers_around_an_extern_still_fuse() {
     let shape = [2, 3, 17, 11];
     let mut b = GraphBuilder::new();

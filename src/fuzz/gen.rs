@@ -40,6 +40,12 @@ impl Case {
 
 /// Generates the case of `seed` with at most `max_nodes` non-input nodes (at least 1).
 pub fn generate(seed: u64, max_nodes: usize) -> Case {
+    generate_for(seed, max_nodes, true)
+}
+
+/// [`generate`], with extern nodes (calls of the runtime's built-in extern line functions)
+/// only when `externs` is true: a backend that cannot run them (CUDA) gets none.
+pub fn generate_for(seed: u64, max_nodes: usize, externs: bool) -> Case {
     let mut rng = Rng::new(seed);
     let shape = random_shape(&mut rng);
     let n_inputs = rng.range(1, 3);
@@ -49,6 +55,7 @@ pub fn generate(seed: u64, max_nodes: usize) -> Case {
         b: GraphBuilder::new(),
         pool: Vec::new(),
         extra_outputs: Vec::new(),
+        externs,
     };
     for i in 0..n_inputs {
         let d = if i == 0 || g.rng.chance(0.7) {
@@ -178,7 +185,15 @@ struct Gen<'r> {
     pool: Vec<NodeId>,
     /// Nodes that should become outputs (siblings of networks, so kept wires are shared).
     extra_outputs: Vec<NodeId>,
+    /// Whether extern nodes may be generated.
+    externs: bool,
 }
+
+/// The built-in extern line functions the generator calls (`kiln_runtime::line_extern`,
+/// `BUILTIN_NAMES`), by the input dtypes they take.
+const FLOAT_EXTERNS: [&str; 2] = ["kiln.median3", "kiln.copy"];
+/// See [`FLOAT_EXTERNS`]; `kiln.since_true` takes one f32 parameter.
+const FEATURE_EXTERNS: [&str; 3] = ["kiln.since_true", "kiln.nearest_true", "kiln.copy"];
 
 const FLOATS_U8: [DType; 3] = [DType::F32, DType::F64, DType::U8];
 
@@ -478,6 +493,37 @@ impl Gen<'_> {
             keep,
         };
         let r = self.b.line(x, program);
+        self.push(r)
+    }
+
+    /// An extern node over `x`: a built-in extern that takes `x`'s dtype (median of 3 or a
+    /// copy for floats; distances to features or a copy for u8 and bool), on a random axis
+    /// and direction; `kiln.since_true` gets a unit among 1, 0.5, -2, 0, +inf and NaN.
+    fn extern_call(&mut self, x: NodeId) -> Option<NodeId> {
+        let t = self.ty(x);
+        let name = if t.dtype.is_float() {
+            *self.rng.pick(&FLOAT_EXTERNS)
+        } else {
+            *self.rng.pick(&FEATURE_EXTERNS)
+        };
+        let (out, params) = match name {
+            "kiln.copy" | "kiln.median3" => (t.dtype, vec![]),
+            "kiln.since_true" => {
+                let u = *self
+                    .rng
+                    .pick(&[1.0, 0.5, -2.0, 0.0, f32::INFINITY, f32::NAN]);
+                (DType::F32, vec![Scalar::f32(u)])
+            }
+            _ => (DType::F32, vec![]),
+        };
+        let call = kiln_ir::ExternCall {
+            name: name.into(),
+            axis: self.rng.index(t.shape.len()),
+            backward: self.rng.chance(0.5),
+            out,
+            params,
+        };
+        let r = self.b.line_extern(x, call);
         self.push(r)
     }
 
@@ -790,7 +836,11 @@ impl Gen<'_> {
             }
             12 => {
                 let x = self.operand();
-                self.line(x);
+                if self.externs && self.rng.chance(0.35) {
+                    self.extern_call(x);
+                } else {
+                    self.line(x);
+                }
             }
             _ => {
                 // A chain of stencils: window of window, gather of window, window of gather.
@@ -865,6 +915,37 @@ mod tests {
     }
 
     #[test]
+    fn generates_every_builtin_extern_and_none_without_externs() {
+        let mut seen = std::collections::HashSet::new();
+        let (mut back, mut fwd) = (0, 0);
+        for seed in 0..400 {
+            for n in &generate(seed, 12).graph.nodes {
+                if let NodeKind::Extern { call, .. } = &n.kind {
+                    assert!(
+                        kiln_runtime::line_extern::BUILTIN_NAMES.contains(&call.name.as_str()),
+                        "{}",
+                        call.name
+                    );
+                    seen.insert(call.name.clone());
+                    if call.backward {
+                        back += 1;
+                    } else {
+                        fwd += 1;
+                    }
+                }
+            }
+            let plain = generate_for(seed, 12, false);
+            assert!(plain
+                .graph
+                .nodes
+                .iter()
+                .all(|n| !matches!(n.kind, NodeKind::Extern { .. })));
+        }
+        assert_eq!(seen.len(), 4, "{seen:?}");
+        assert!(back > 0 && fwd > 0);
+    }
+
+    #[test]
     fn covers_the_vocabulary_and_shapes() {
         let mut kinds = std::collections::HashSet::new();
         let mut borders = std::collections::HashSet::new();
@@ -918,7 +999,7 @@ mod tests {
         }
         for k in [
             "input", "const", "unary", "binary", "select", "cast", "gather", "network", "window",
-            "scan", "reduce", "line",
+            "scan", "reduce", "line", "extern",
         ] {
             assert!(kinds.contains(k), "no {k} generated");
         }

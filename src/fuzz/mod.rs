@@ -22,7 +22,7 @@ use kiln_runtime::Tensor;
 use thiserror::Error;
 
 pub use corpus::Reproducer;
-pub use gen::{generate, Case};
+pub use gen::{generate, generate_for, Case};
 pub use harness::{FindingKind, Harness, KernelPaths, Verdict};
 pub use shrink::{shrink, ShrinkLimits};
 
@@ -331,7 +331,8 @@ pub fn fuzz(opts: &FuzzOptions) -> FuzzReport {
             break;
         }
         let seed = rng::case_seed(opts.seed, i);
-        let case = generate(seed, opts.max_nodes);
+        // Extern line functions are host code: the CUDA backend refuses them by design.
+        let case = generate_for(seed, opts.max_nodes, opts.backend != Backend::Cuda);
         report.cases += 1;
         match harness.check(&case) {
             Verdict::Pass => {}

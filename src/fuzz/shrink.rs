@@ -3,9 +3,9 @@
 //! Steps, each kept only if the same kind of finding reproduces: drop outputs; bypass nodes
 //! (replace a node's uses by one of its operands of the same type); cut a node into a fresh
 //! input holding its eager value; narrow networks (remove pairs, wires) and footprints; move
-//! gather offsets towards 0; shrink shapes (halve or drop sizes, drop spatial dims); make
-//! layouts contiguous; zero data (in chunks, then element by element) and replace what must
-//! stay non-zero by one.
+//! gather offsets towards 0; simplify line programs and extern calls (forward, a copy);
+//! shrink shapes (halve or drop sizes, drop spatial dims); make layouts contiguous; zero data
+//! (in chunks, then element by element) and replace what must stay non-zero by one.
 
 use std::time::{Duration, Instant};
 
@@ -386,6 +386,32 @@ fn candidates(case: &Case, step: usize, oracle: &mut dyn Oracle) -> Vec<Draft> {
                     }
                 }
             }
+            // Simpler extern calls: forward instead of backward, a copy instead of another
+            // function where the dtypes allow it.
+            for (i, k) in base.kinds.iter().enumerate() {
+                let NodeKind::Extern { x, call } = k else {
+                    continue;
+                };
+                let mut simpler = Vec::new();
+                if call.backward {
+                    simpler.push(kiln_ir::ExternCall {
+                        backward: false,
+                        ..call.clone()
+                    });
+                }
+                if call.name != "kiln.copy" && g.node(*x).ty.dtype == call.out {
+                    simpler.push(kiln_ir::ExternCall {
+                        name: "kiln.copy".into(),
+                        params: vec![],
+                        ..call.clone()
+                    });
+                }
+                for c in simpler {
+                    let mut d = base.clone();
+                    d.kinds[i] = NodeKind::Extern { x: *x, call: c };
+                    out.push(d);
+                }
+            }
         }
         // Smaller shapes: resize one axis everywhere, or drop a spatial axis.
         4 => {
@@ -513,6 +539,10 @@ fn drop_axis(base: &Draft, rank: usize, a: usize) -> Option<Draft> {
             | NodeKind::AxisReduce { axis, .. }
             | NodeKind::Line {
                 program: kiln_ir::LineProgram { axis, .. },
+                ..
+            }
+            | NodeKind::Extern {
+                call: kiln_ir::ExternCall { axis, .. },
                 ..
             } => {
                 if *axis == a {
@@ -665,6 +695,44 @@ mod tests {
                         .filter(|o| !matches!(o, kiln_ir::LineOp::Const(_)))
                         .count();
                     assert!(non_const <= 1, "seed {seed}: {program:?}");
+                }
+            }
+            if found >= 3 {
+                break;
+            }
+        }
+        assert!(found >= 2, "{found}");
+    }
+
+    /// A fake finding: "an extern node".
+    struct FakeExternBug;
+
+    impl Oracle for FakeExternBug {
+        fn reproduces(&mut self, case: &Case) -> bool {
+            case.graph
+                .nodes
+                .iter()
+                .any(|n| matches!(n.kind, NodeKind::Extern { .. }))
+        }
+    }
+
+    #[test]
+    fn shrinks_extern_calls_to_forward_copies() {
+        let mut found = 0;
+        for seed in 0..600u64 {
+            let case = generate(seed, 12);
+            if !FakeExternBug.reproduces(&case) {
+                continue;
+            }
+            found += 1;
+            let small = shrink(&case, &mut FakeExternBug, ShrinkLimits::default());
+            assert!(FakeExternBug.reproduces(&small));
+            for n in &small.graph.nodes {
+                if let NodeKind::Extern { x, call } = &n.kind {
+                    assert!(!call.backward, "seed {seed}: {call:?}");
+                    if small.graph.node(*x).ty.dtype == call.out {
+                        assert_eq!(call.name, "kiln.copy", "seed {seed}");
+                    }
                 }
             }
             if found >= 3 {

@@ -9,9 +9,9 @@
 //! the eager executor copies for it, in the same order, with the same parameters; the split
 //! into tasks only changes which thread makes the call.
 //!
-//! Limits: one buffer copy per line (the function never writes the output tensor directly);
-//! bool inputs are passed as stored (bytes other than 0 and 1 are the caller's business,
-//! while eager reads them as 1).
+//! A bool line holding bytes other than 0 and 1 is passed as a normalised copy (those bytes
+//! read as true, as in eager). Limits: one buffer copy per line (the function never writes
+//! the output tensor directly).
 
 use std::sync::Mutex;
 
@@ -19,7 +19,7 @@ use kiln_ir::ExternCall;
 
 use super::out_ptr::OutPtr;
 use crate::executor::lock;
-use crate::line_extern::{call_line, line_in, resolve};
+use crate::line_extern::{call_line, line_in, resolve, LineIn};
 use crate::tensor::{contiguous_strides, Storage, Tensor};
 use crate::RuntimeError;
 
@@ -94,7 +94,17 @@ pub(crate) fn run(
             }
             let r = line_in(x.storage(), src0, src_step, n)
                 .map_err(RuntimeError::Shape)
-                .and_then(|view| call_line(&call.name, &ext.func, view, &mut buf, &call.params));
+                .and_then(|view| match bool_copy(view) {
+                    // Bool bytes other than 0 and 1 read as true, as in eager.
+                    Some(fixed) => call_line(
+                        &call.name,
+                        &ext.func,
+                        line_in(&fixed, 0, 1, n).map_err(RuntimeError::Shape)?,
+                        &mut buf,
+                        &call.params,
+                    ),
+                    None => call_line(&call.name, &ext.func, view, &mut buf, &call.params),
+                });
             if let Err(e) = r {
                 lock(&failure).get_or_insert(e);
                 return;
@@ -128,6 +138,18 @@ pub(crate) fn run(
         return Err(e);
     }
     Tensor::from_storage(storage, out_shape)
+}
+
+/// A contiguous copy of a bool line with every non-zero byte made 1, when it has a byte
+/// other than 0 and 1 (`None`: the view is already clean).
+fn bool_copy(view: LineIn<'_>) -> Option<Storage> {
+    let LineIn::Bool(v) = view else {
+        return None;
+    };
+    if v.iter().all(|b| b <= 1) {
+        return None;
+    }
+    Some(Storage::Bool(v.iter().map(|b| u8::from(b != 0)).collect()))
 }
 
 /// Row-major multi-index of `flat` in `shape`.

@@ -30,6 +30,7 @@ pub mod int_dtypes;
 /// Every case, under one path for [`conformance_tests!`].
 pub mod cases {
     pub use super::int_dtypes::*;
+    pub use super::extern_line_functions_along_every_axis;
     pub use super::ops::*;
     pub use super::{
         grey_opening_and_a_gather_of_it, median_network_with_nan_mask,
@@ -45,6 +46,11 @@ pub trait Runner {
     fn name(&self) -> String;
     /// Runs `graph` on `inputs`.
     fn run(&self, graph: &Graph, inputs: &[Tensor]) -> Result<Vec<Tensor>, String>;
+    /// Whether the target runs extern line functions (host code: the CPU only); a target
+    /// that does not must refuse them with a clear error.
+    fn runs_externs(&self) -> bool {
+        true
+    }
 }
 
 impl<B: Backend> Runner for Executor<B> {
@@ -54,6 +60,10 @@ impl<B: Backend> Runner for Executor<B> {
 
     fn run(&self, graph: &Graph, inputs: &[Tensor]) -> Result<Vec<Tensor>, String> {
         Executor::run(self, graph, inputs).map_err(|e| e.to_string())
+    }
+
+    fn runs_externs(&self) -> bool {
+        self.backend().name() == "cpu"
     }
 }
 
@@ -83,7 +93,8 @@ macro_rules! conformance_tests {
             int_windows_networks_and_scans,
             int_opening_and_tophat,
             int_pointwise_and_casts,
-            int_grey_morphology_and_median
+            int_grey_morphology_and_median,
+            extern_line_functions_along_every_axis
         );
     };
     (@cases $runners:path, $($case:ident),*) => {
@@ -552,5 +563,70 @@ pub fn unusual_outputs_and_unused_inputs(runners: &[&dyn Runner]) {
         let q = b.binary(BinaryOp::Mul, g1, p).unwrap();
         let g = b.finish(&[q, k, p, q, x]).unwrap();
         check(runners, &g, &format!("unusual outputs {shape:?}"));
+    }
+}
+
+/// Extern line functions (the built-ins) between fused producers and consumers, along every
+/// axis and both directions; a target that cannot run externs must refuse each graph with
+/// the typed refusal's message.
+pub fn extern_line_functions_along_every_axis(runners: &[&dyn Runner]) {
+    let (cpu, others): (Vec<&dyn Runner>, Vec<&dyn Runner>) =
+        runners.iter().copied().partition(|r| r.runs_externs());
+    for shape in [
+        [1usize, 1, 1, 1],
+        [2, 3, 4, 5],
+        [1, 1, 1, 300],
+        [3, 2, 9, 17],
+    ] {
+        for axis in 0..4 {
+            for backward in [false, true] {
+                let ext = |name: &str, out: DType, params: Vec<Scalar>| kiln_ir::ExternCall {
+                    name: name.into(),
+                    axis,
+                    backward,
+                    out,
+                    params,
+                };
+                let mut b = GraphBuilder::new();
+                let x = b.input(DType::F32, &shape).unwrap();
+                let u = b.input(DType::U8, &shape).unwrap();
+                let a = b.unary(UnaryOp::Neg, x).unwrap();
+                let m = b
+                    .line_extern(a, ext("kiln.median3", DType::F32, vec![]))
+                    .unwrap();
+                let s = b.binary(BinaryOp::Add, m, x).unwrap();
+                let d = b
+                    .line_extern(u, ext("kiln.nearest_true", DType::F32, vec![]))
+                    .unwrap();
+                let t = b
+                    .line_extern(
+                        u,
+                        ext("kiln.since_true", DType::F32, vec![Scalar::f32(0.25)]),
+                    )
+                    .unwrap();
+                let dt = b.binary(BinaryOp::Min, d, t).unwrap();
+                let c = b
+                    .line_extern(dt, ext("kiln.copy", DType::F32, vec![]))
+                    .unwrap();
+                let g = b.finish(&[s, c]).unwrap();
+                let what = format!("externs {shape:?} axis {axis} backward {backward}");
+                check(&cpu, &g, &what);
+                for r in &others {
+                    let inputs: Vec<Tensor> = g
+                        .inputs
+                        .iter()
+                        .map(|ty| data(ty.dtype, &ty.shape, 3, false))
+                        .collect();
+                    match r.run(&g, &inputs) {
+                        Err(e) => assert!(
+                            e.contains("cannot run on this target"),
+                            "{what}: {} refused with {e}",
+                            r.name()
+                        ),
+                        Ok(_) => panic!("{what}: {} ran an extern", r.name()),
+                    }
+                }
+            }
+        }
     }
 }
