@@ -22,6 +22,7 @@
 pub mod bf;
 pub mod cdt;
 pub mod edt;
+pub mod edt_fast;
 pub mod program;
 
 use rayon::prelude::*;
@@ -202,6 +203,12 @@ pub fn edt_run(
 ) -> EdtResult {
     let shape = &m.shape;
     let per = each_image(exec, m.images, |i, fused| {
+        let mask = m.image(i);
+        if fused && edt_fast::applies(mask, s) {
+            let (w, feats) = edt_fast::transform(mask, shape, s, want_indices);
+            let dist = want_distances.then(|| edt_fast::distances(&w));
+            return (dist, feats.map(|f| axis_major(&f, shape.len())));
+        }
         let feats = if fused {
             edt::features_parallel(m.image(i), shape, s)
         } else {
