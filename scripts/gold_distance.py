@@ -38,6 +38,11 @@ def run(op, img, params):
     if op == "bf":
         return ndi.distance_transform_bf(img, metric=params["metric"], sampling=params.get("sampling"),
                                          return_indices=True)
+    if op == "signed":
+        t = params.get("threshold")
+        m = (img > t) if t is not None else img.astype(bool)
+        s = params.get("sampling")
+        return ndi.distance_transform_edt(m, sampling=s) - ndi.distance_transform_edt(~m, sampling=s), None
     raise ValueError(op)
 
 
@@ -51,6 +56,8 @@ def fmt_param(k, v):
         if a.ndim == 3:
             return "metric=" + "|".join(";".join(",".join(str(e) for e in row) for row in pl) for pl in a)
         raise ValueError("metric rank")
+    if k == "threshold":
+        return f"threshold={float(v)!r}"
     return f"{k}={v}"
 
 
@@ -64,11 +71,12 @@ def case(name, op, x, **params):
             dists.append(d)
             idxs.append(ix)
     dist = np.stack(dists).reshape((b, c) + dists[0].shape)
-    idx = np.stack(idxs).reshape((b, c) + idxs[0].shape)
-    assert idx.dtype == np.int32
     np.save(os.path.join(OUT, f"{name}.in.npy"), x)
     np.save(os.path.join(OUT, f"{name}.dist.npy"), dist)
-    np.save(os.path.join(OUT, f"{name}.idx.npy"), idx)
+    if idxs[0] is not None:
+        idx = np.stack(idxs).reshape((b, c) + idxs[0].shape)
+        assert idx.dtype == np.int32
+        np.save(os.path.join(OUT, f"{name}.idx.npy"), idx)
     lines.append(" ".join([name, op] + [fmt_param(k, v) for k, v in params.items()]))
 
 
@@ -174,6 +182,12 @@ def main():
     case("bf_2d_sampled", "bf", img(random_mask((12, 13), 0.8)), metric="euclidean", sampling=[0.3, 0.7])
     case("bf_2d_sampled_taxicab", "bf", img(random_mask((12, 13), 0.8)), metric="taxicab", sampling=[0.3, 0.7])
     case("bf_batch", "bf", truth_values(random_mask((2, 2, 7, 8), 0.8)), metric="euclidean", sampling=[2.0, 0.5])
+
+    # --- signed distance edt(m) - edt(~m)
+    smooth = np.sin(np.indices((2, 1, 19, 23)).sum(axis=0) * 0.37) + 0.2 * rng.standard_normal((2, 1, 19, 23))
+    case("signed_2d_threshold", "signed", smooth, threshold=0.25, sampling=[1.0, 0.75])
+    case("signed_2d_truth", "signed", img(random_mask((17, 15), 0.5)))
+    case("signed_3d", "signed", img(random_mask((6, 7, 8), 0.6)), threshold=0.5)
 
     with open(os.path.join(OUT, "cases.txt"), "w") as f:
         f.write(f"# scipy {scipy.__version__}, numpy {np.__version__}; written by scripts/gold_distance.py\n")

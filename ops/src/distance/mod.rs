@@ -23,7 +23,9 @@ pub mod bf;
 pub mod cdt;
 pub mod edt;
 pub mod edt_fast;
+pub mod entries;
 pub mod program;
+pub mod signed;
 
 use rayon::prelude::*;
 
@@ -88,6 +90,16 @@ impl Masks {
     /// Reads `[B, C, S1..Sd]` (any strides) truth-tested as scipy does: non-zero is true, NaN
     /// is true, -0.0 is false.
     pub fn from_tensor(op: &'static str, t: &Tensor) -> Result<Masks, RunError> {
+        Masks::from_tensor_with(op, t, |v| v != 0.0)
+    }
+
+    /// Reads `[B, C, S1..Sd]` (any strides) through `pred` on each value converted to f64
+    /// (exact for every kiln dtype; NaN stays NaN, -0.0 stays -0.0).
+    pub fn from_tensor_with(
+        op: &'static str,
+        t: &Tensor,
+        pred: impl Fn(f64) -> bool,
+    ) -> Result<Masks, RunError> {
         let s = t.shape();
         if s.len() < 3 {
             return Err(bad(op, format!("input must be [B, C, S1..Sd] with 1 to {MAX_RANK} spatial axes, got shape {s:?}")));
@@ -99,11 +111,11 @@ impl Masks {
         let storage = t.storage();
         for _ in 0..n {
             let i = t.storage_index(&index);
-            mask.push(match storage.as_ref() {
-                Storage::F32(v) => v[i] != 0.0,
-                Storage::F64(v) => v[i] != 0.0,
-                Storage::U8(v) | Storage::Bool(v) => v[i] != 0,
-            });
+            mask.push(pred(match storage.as_ref() {
+                Storage::F32(v) => f64::from(v[i]),
+                Storage::F64(v) => v[i],
+                Storage::U8(v) | Storage::Bool(v) => f64::from(v[i]),
+            }));
             edt::increment(&mut index, s);
         }
         Ok(Masks {

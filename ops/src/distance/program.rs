@@ -223,3 +223,27 @@ pub const BF_INFO: crate::OpInfo = crate::OpInfo {
         P_RETURN_INDICES,
     ],
 };
+
+/// `signed_distance`'s name and parameters.
+pub const SIGNED_INFO: crate::OpInfo = crate::OpInfo {
+    name: "signed_distance",
+    summary: "edt(m) - edt(~m) for the mask m = x > threshold (default: x != 0): f64, positive inside, the mask read once",
+    params: &[
+        (
+            "threshold",
+            "foreground where x > threshold (default: scipy's truth test, x != 0)",
+        ),
+        P_SAMPLING,
+    ],
+};
+
+/// `threshold=`: an f64 (also `nan`, `inf`), if given.
+pub fn parse_threshold(p: &Params<'_>) -> Result<Option<f64>, OpError> {
+    match p.get("threshold") {
+        None => Ok(None),
+        Some(v) => v
+            .parse::<f64>()
+            .map(Some)
+            .map_err(|_| p.bad("threshold", format!("`{v}` is not a number"))),
+    }
+}
