@@ -60,7 +60,14 @@ typedef enum kiln_dtype {
     KILN_F32 = 0,
     KILN_F64 = 1,
     KILN_U8 = 2,
-    KILN_BOOL = 3
+    KILN_BOOL = 3,
+    /* Integer element types (little-endian, wrapping arithmetic); added after the first
+     * four, whose values are unchanged. */
+    KILN_I8 = 4,
+    KILN_U16 = 5,
+    KILN_I16 = 6,
+    KILN_I32 = 7,
+    KILN_U32 = 8
 } kiln_dtype;
 
 typedef struct kiln_engine kiln_engine;     /* kernel cache + threads */

@@ -160,6 +160,11 @@ fn guarded_tensor(t: &Tensor, side: Side) -> Tensor {
         Storage::F64(v) => Storage::F64(guarded(&v, side)),
         Storage::U8(v) => Storage::U8(guarded(&v, side)),
         Storage::Bool(v) => Storage::Bool(guarded(&v, side)),
+        Storage::I8(v) => Storage::I8(guarded(&v, side)),
+        Storage::U16(v) => Storage::U16(guarded(&v, side)),
+        Storage::I16(v) => Storage::I16(guarded(&v, side)),
+        Storage::I32(v) => Storage::I32(guarded(&v, side)),
+        Storage::U32(v) => Storage::U32(guarded(&v, side)),
     };
     Tensor::from_storage(storage, t.shape()).unwrap()
 }
@@ -180,6 +185,11 @@ fn guarded_output(want: &Tensor, side: Side) -> Tensor {
         Storage::Bool(v) => {
             Storage::Bool(guarded(&v.iter().map(|x| x ^ 1).collect::<Vec<_>>(), side))
         }
+        Storage::I8(v) => Storage::I8(guarded(&v.iter().map(|x| !x).collect::<Vec<_>>(), side)),
+        Storage::U16(v) => Storage::U16(guarded(&v.iter().map(|x| !x).collect::<Vec<_>>(), side)),
+        Storage::I16(v) => Storage::I16(guarded(&v.iter().map(|x| !x).collect::<Vec<_>>(), side)),
+        Storage::I32(v) => Storage::I32(guarded(&v.iter().map(|x| !x).collect::<Vec<_>>(), side)),
+        Storage::U32(v) => Storage::U32(guarded(&v.iter().map(|x| !x).collect::<Vec<_>>(), side)),
     };
     Tensor::from_storage(storage, want.shape()).unwrap()
 }
@@ -367,6 +377,11 @@ fn guarded_crop(t: &Tensor, side: Side, extra: usize) -> Tensor {
         Storage::F64(v) => Storage::F64(guarded(&place(&v, g), side)),
         Storage::U8(v) => Storage::U8(guarded(&place(&v, g), side)),
         Storage::Bool(v) => Storage::Bool(guarded(&place(&v, g), side)),
+        Storage::I8(v) => Storage::I8(guarded(&place(&v, g), side)),
+        Storage::U16(v) => Storage::U16(guarded(&place(&v, g), side)),
+        Storage::I16(v) => Storage::I16(guarded(&place(&v, g), side)),
+        Storage::I32(v) => Storage::I32(guarded(&place(&v, g), side)),
+        Storage::U32(v) => Storage::U32(guarded(&place(&v, g), side)),
     };
     let mut strides = vec![0; r];
     strides[r - 1] = 1;

@@ -42,9 +42,14 @@ pub fn dtype_from_code(code: c_int) -> Result<DType, Failure> {
         1 => Ok(DType::F64),
         2 => Ok(DType::U8),
         3 => Ok(DType::Bool),
+        4 => Ok(DType::I8),
+        5 => Ok(DType::U16),
+        6 => Ok(DType::I16),
+        7 => Ok(DType::I32),
+        8 => Ok(DType::U32),
         _ => Err(Failure::new(
             KilnStatus::InvalidArgument,
-            format!("unknown dtype code {code} (expected KILN_F32=0, KILN_F64=1, KILN_U8=2 or KILN_BOOL=3)"),
+            format!("unknown dtype code {code} (expected KILN_F32=0, KILN_F64=1, KILN_U8=2, KILN_BOOL=3, KILN_I8=4, KILN_U16=5, KILN_I16=6, KILN_I32=7 or KILN_U32=8)"),
         )),
     }
 }
@@ -56,6 +61,11 @@ pub fn dtype_code(dtype: DType) -> c_int {
         DType::F64 => 1,
         DType::U8 => 2,
         DType::Bool => 3,
+        DType::I8 => 4,
+        DType::U16 => 5,
+        DType::I16 => 6,
+        DType::I32 => 7,
+        DType::U32 => 8,
     }
 }
 
@@ -228,7 +238,7 @@ unsafe fn gather<T: Copy>(v: &View) -> Vec<T> {
     let mut out: Vec<T> = Vec::with_capacity(n);
     if v.is_contiguous() {
         // SAFETY: the caller guarantees the n contiguous elements at `data` are readable;
-        // `out` has capacity n; T (f32, f64 or u8) accepts any bit pattern; the regions
+        // `out` has capacity n; T (a float or integer type) accepts any bit pattern; the regions
         // cannot overlap since `out` is fresh.
         unsafe {
             std::ptr::copy_nonoverlapping(
@@ -310,6 +320,11 @@ pub unsafe fn read_inputs(
                     .map(|b| (b != 0) as u8)
                     .collect(),
             ),
+            DType::I8 => Storage::I8(unsafe { gather(&v) }),
+            DType::U16 => Storage::U16(unsafe { gather(&v) }),
+            DType::I16 => Storage::I16(unsafe { gather(&v) }),
+            DType::I32 => Storage::I32(unsafe { gather(&v) }),
+            DType::U32 => Storage::U32(unsafe { gather(&v) }),
         };
         out.push(Tensor::from_storage(storage, &v.shape)?);
     }
@@ -406,6 +421,11 @@ impl Outputs {
                 Storage::F32(x) => unsafe { scatter(v, x) },
                 Storage::F64(x) => unsafe { scatter(v, x) },
                 Storage::U8(x) | Storage::Bool(x) => unsafe { scatter(v, x) },
+                Storage::I8(x) => unsafe { scatter(v, x) },
+                Storage::U16(x) => unsafe { scatter(v, x) },
+                Storage::I16(x) => unsafe { scatter(v, x) },
+                Storage::I32(x) => unsafe { scatter(v, x) },
+                Storage::U32(x) => unsafe { scatter(v, x) },
             }
         }
         Ok(())

@@ -793,13 +793,18 @@ impl StageBuilder<'_> {
     }
 }
 
-/// The top element of `dtype`'s order: +Inf, 255 or true.
+/// The top element of `dtype`'s order: +Inf, the integer maximum or true.
 fn top_of(dtype: DType) -> Scalar {
     match dtype {
         DType::F32 => Scalar::f32(f32::INFINITY),
         DType::F64 => Scalar::f64(f64::INFINITY),
         DType::U8 => Scalar::U8(u8::MAX),
         DType::Bool => Scalar::Bool(true),
+        DType::I8 => Scalar::I8(i8::MAX),
+        DType::U16 => Scalar::U16(u16::MAX),
+        DType::I16 => Scalar::I16(i16::MAX),
+        DType::I32 => Scalar::I32(i32::MAX),
+        DType::U32 => Scalar::U32(u32::MAX),
     }
 }
 

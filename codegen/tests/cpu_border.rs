@@ -16,6 +16,7 @@ fn modes(d: DType) -> [Border; 5] {
         DType::F64 => Scalar::f64(-3.5),
         DType::U8 => Scalar::U8(200),
         DType::Bool => Scalar::Bool(true),
+        d => Scalar::wrap_int(d, -3).unwrap(),
     };
     Border::all(c)
 }

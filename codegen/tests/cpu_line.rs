@@ -58,6 +58,7 @@ fn read_at(d: DType, b: &[u8], elem: i64) -> Scalar {
         DType::F64 => Scalar::F64(u64::from_le_bytes(p[..8].try_into().unwrap())),
         DType::U8 => Scalar::U8(p[0]),
         DType::Bool => Scalar::Bool(p[0] != 0),
+        d => Scalar::from_le_bytes(d, p).unwrap(),
     }
 }
 

@@ -88,6 +88,7 @@ fn median9_matches_sorting_on_nan_free_data() {
                             Scalar::F64(b) => kiln_ir::semantics::order_key_f64(b),
                             Scalar::U8(v) => v as i64,
                             Scalar::Bool(v) => v as i64,
+                            other => other.to_i64().unwrap(),
                         };
                         key(a).cmp(&key(b))
                     });

@@ -55,6 +55,7 @@ fn one(d: DType) -> Scalar {
         DType::F64 => Scalar::f64(-2.25),
         DType::U8 => Scalar::U8(7),
         DType::Bool => Scalar::Bool(true),
+        d => Scalar::wrap_int(d, -7).unwrap(),
     }
 }
 
@@ -142,6 +143,9 @@ fn kernels() -> Vec<(String, Kernel)> {
             DType::F32 | DType::F64 => &[UnaryOp::Neg, UnaryOp::Abs, UnaryOp::Sqrt],
             DType::U8 => &[UnaryOp::Neg, UnaryOp::Abs],
             DType::Bool => &[UnaryOp::Not],
+            DType::I8 | DType::U16 | DType::I16 | DType::I32 | DType::U32 => {
+                &[UnaryOp::Neg, UnaryOp::Abs]
+            }
         };
         for &u in unary {
             vals.push(sb.push(Op::Unary(u, a), d));

@@ -27,9 +27,10 @@ impl fmt::Display for NodeId {
 /// Elementwise operations with one operand.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum UnaryOp {
-    /// Negation (floats: NaN results canonical; u8: wrapping).
+    /// Negation (floats: NaN results canonical; integers: wrapping).
     Neg,
-    /// Absolute value (floats: NaN results canonical; u8: identity).
+    /// Absolute value (floats: NaN results canonical; unsigned: identity; signed: wrapping,
+    /// so `abs(MIN) == MIN` as numpy).
     Abs,
     /// IEEE square root, correctly rounded (floats only).
     Sqrt,
@@ -44,13 +45,13 @@ pub enum UnaryOp {
 /// Elementwise operations with two operands of the same type.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum BinaryOp {
-    /// Addition (floats: IEEE round-to-nearest; u8: wrapping).
+    /// Addition (floats: IEEE round-to-nearest; integers: wrapping).
     Add,
-    /// Subtraction (floats: IEEE; u8: wrapping).
+    /// Subtraction (floats: IEEE; integers: wrapping).
     Sub,
-    /// Multiplication (floats: IEEE; u8: wrapping).
+    /// Multiplication (floats: IEEE; integers: wrapping).
     Mul,
-    /// Division (floats: IEEE; u8: truncating, x/0 = 0).
+    /// Division (floats: IEEE; integers: truncating toward zero, x/0 = 0, MIN/-1 = MIN).
     Div,
     /// kiln's lattice minimum (see SEMANTICS.md).
     Min,

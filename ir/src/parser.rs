@@ -495,6 +495,11 @@ fn parse_scalar(dtype: DType, w: &str) -> Option<Scalar> {
             None => w.parse::<f64>().ok().map(Scalar::f64),
         },
         DType::U8 => w.parse::<u8>().ok().map(Scalar::U8),
+        DType::I8 => w.parse::<i8>().ok().map(Scalar::I8),
+        DType::U16 => w.parse::<u16>().ok().map(Scalar::U16),
+        DType::I16 => w.parse::<i16>().ok().map(Scalar::I16),
+        DType::I32 => w.parse::<i32>().ok().map(Scalar::I32),
+        DType::U32 => w.parse::<u32>().ok().map(Scalar::U32),
         DType::Bool => match w {
             "true" => Some(Scalar::Bool(true)),
             "false" => Some(Scalar::Bool(false)),

@@ -146,19 +146,33 @@ pub fn remap_index(j: i64, n: usize, border: &crate::types::Border) -> Option<us
     Some(m as usize)
 }
 
-/// Casts an f64 value to `dtype`: f32 rounds to nearest-even (NaN becomes canonical), u8
-/// truncates toward zero and saturates to [0, 255] with NaN → 0, bool is `v != 0` (NaN → true).
+/// Casts an f64 value to `dtype`: f32 rounds to nearest-even (NaN becomes canonical); an
+/// integer dtype truncates toward zero and saturates to its range, with NaN → 0 (numpy
+/// leaves these cases undefined; kiln defines them as Rust's `as` does); bool is `v != 0`
+/// (NaN → true).
 pub fn cast_f64(v: f64, dtype: DType) -> Scalar {
     match dtype {
         DType::F64 => Scalar::F64(canon_f64(v).to_bits()),
         DType::F32 => Scalar::F32(canon_f32(v as f32).to_bits()),
         DType::U8 => Scalar::U8(v as u8),
         DType::Bool => Scalar::Bool(v != 0.0),
+        DType::I8 => Scalar::I8(v as i8),
+        DType::U16 => Scalar::U16(v as u16),
+        DType::I16 => Scalar::I16(v as i16),
+        DType::I32 => Scalar::I32(v as i32),
+        DType::U32 => Scalar::U32(v as u32),
     }
 }
 
 /// Casts a scalar to `dtype` by kiln's rules (see SEMANTICS.md, "cast"). A cast to the same
 /// dtype returns the value unchanged, bits included.
+///
+/// - float → float: round to nearest-even, NaN canonical.
+/// - float → integer: truncate toward zero, saturate, NaN → 0 (see [`cast_f64`]); an f32
+///   is widened to f64 first, which is exact, so the result is the same.
+/// - integer or bool → float: round to nearest-even (exact except i32/u32 → f32).
+/// - integer or bool → integer: the value modulo 2^bits (two's complement), numpy's
+///   `astype`; → bool is `v != 0`.
 pub fn cast(s: Scalar, dtype: DType) -> Scalar {
     if s.dtype() == dtype {
         return s;
@@ -168,24 +182,19 @@ pub fn cast(s: Scalar, dtype: DType) -> Scalar {
             let v = f32::from_bits(b);
             match dtype {
                 DType::F64 => Scalar::F64(canon_f64(v as f64).to_bits()),
-                DType::U8 => Scalar::U8(v as u8),
-                DType::Bool => Scalar::Bool(v != 0.0),
-                DType::F32 => unreachable!(),
+                _ => cast_f64(v as f64, dtype),
             }
         }
         Scalar::F64(b) => cast_f64(f64::from_bits(b), dtype),
-        Scalar::U8(v) => match dtype {
-            DType::F32 => Scalar::F32((v as f32).to_bits()),
-            DType::F64 => Scalar::F64((v as f64).to_bits()),
-            DType::Bool => Scalar::Bool(v != 0),
-            DType::U8 => unreachable!(),
-        },
-        Scalar::Bool(v) => match dtype {
-            DType::F32 => Scalar::F32((v as u8 as f32).to_bits()),
-            DType::F64 => Scalar::F64((v as u8 as f64).to_bits()),
-            DType::U8 => Scalar::U8(v as u8),
-            DType::Bool => unreachable!(),
-        },
+        int => {
+            let v = int.to_i64().expect("integer or bool scalar");
+            match dtype {
+                // i64 → f32 rounds once (to nearest-even), as a direct integer conversion.
+                DType::F32 => Scalar::F32((v as f32).to_bits()),
+                DType::F64 => Scalar::F64((v as f64).to_bits()),
+                d => Scalar::wrap_int(d, v).expect("integer dtype"),
+            }
+        }
     }
 }
 
@@ -307,6 +316,30 @@ mod tests {
         assert_eq!(
             cast(Scalar::F64(0xfff8_0000_0000_0001), DType::F32),
             Scalar::F32(CANONICAL_NAN_F32)
+        );
+        // new integer dtypes: saturating float casts, wrapping integer casts
+        assert_eq!(cast(Scalar::f32(f32::NAN), DType::I16), Scalar::I16(0));
+        assert_eq!(cast(Scalar::f64(-1e10), DType::I32), Scalar::I32(i32::MIN));
+        assert_eq!(cast(Scalar::f64(1e10), DType::U32), Scalar::U32(u32::MAX));
+        assert_eq!(cast(Scalar::f32(-2.7), DType::I8), Scalar::I8(-2));
+        assert_eq!(
+            cast(Scalar::f32(70000.0), DType::U16),
+            Scalar::U16(u16::MAX)
+        );
+        assert_eq!(cast(Scalar::I16(-1), DType::U8), Scalar::U8(255));
+        assert_eq!(cast(Scalar::I32(70000), DType::I16), Scalar::I16(4464));
+        assert_eq!(cast(Scalar::U32(u32::MAX), DType::I32), Scalar::I32(-1));
+        assert_eq!(cast(Scalar::U8(200), DType::I8), Scalar::I8(-56));
+        assert_eq!(cast(Scalar::I8(-1), DType::U32), Scalar::U32(u32::MAX));
+        assert_eq!(cast(Scalar::I16(0), DType::Bool), Scalar::Bool(false));
+        assert_eq!(cast(Scalar::Bool(true), DType::I32), Scalar::I32(1));
+        assert_eq!(
+            cast(Scalar::I32(16_777_217), DType::F32),
+            Scalar::f32(16_777_216.0)
+        );
+        assert_eq!(
+            cast(Scalar::U32(u32::MAX), DType::F32),
+            Scalar::f32(4_294_967_296.0)
         );
         // same-dtype cast keeps bits, payload included
         assert_eq!(

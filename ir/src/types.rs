@@ -19,6 +19,16 @@ pub enum DType {
     U8,
     /// Boolean stored as one byte holding 0 or 1.
     Bool,
+    /// Signed 8-bit integer, wrapping (two's complement) arithmetic.
+    I8,
+    /// Unsigned 16-bit integer, wrapping arithmetic.
+    U16,
+    /// Signed 16-bit integer, wrapping arithmetic.
+    I16,
+    /// Signed 32-bit integer, wrapping arithmetic.
+    I32,
+    /// Unsigned 32-bit integer, wrapping arithmetic.
+    U32,
 }
 
 impl DType {
@@ -27,8 +37,37 @@ impl DType {
         match self {
             DType::F32 => 4,
             DType::F64 => 8,
-            DType::U8 | DType::Bool => 1,
+            DType::U8 | DType::Bool | DType::I8 => 1,
+            DType::U16 | DType::I16 => 2,
+            DType::I32 | DType::U32 => 4,
         }
+    }
+
+    /// True for the integer dtypes (`u8`, `i8`, `u16`, `i16`, `i32`, `u32`; not bool).
+    pub fn is_int(self) -> bool {
+        matches!(
+            self,
+            DType::U8 | DType::I8 | DType::U16 | DType::I16 | DType::I32 | DType::U32
+        )
+    }
+
+    /// True for the signed integer dtypes (`i8`, `i16`, `i32`).
+    pub fn is_signed_int(self) -> bool {
+        matches!(self, DType::I8 | DType::I16 | DType::I32)
+    }
+
+    /// The integer range `[min, max]` of an integer dtype (bool: `[0, 1]`); `None` for floats.
+    pub fn int_range(self) -> Option<(i64, i64)> {
+        Some(match self {
+            DType::U8 => (0, u8::MAX as i64),
+            DType::I8 => (i8::MIN as i64, i8::MAX as i64),
+            DType::U16 => (0, u16::MAX as i64),
+            DType::I16 => (i16::MIN as i64, i16::MAX as i64),
+            DType::I32 => (i32::MIN as i64, i32::MAX as i64),
+            DType::U32 => (0, u32::MAX as i64),
+            DType::Bool => (0, 1),
+            DType::F32 | DType::F64 => return None,
+        })
     }
 
     /// True for `F32` and `F64`.
@@ -36,13 +75,19 @@ impl DType {
         matches!(self, DType::F32 | DType::F64)
     }
 
-    /// Lower-case name used by the printer and the CLI (`f32`, `f64`, `u8`, `bool`).
+    /// Lower-case name used by the printer and the CLI (`f32`, `f64`, `u8`, `bool`, `i8`,
+    /// `u16`, `i16`, `i32`, `u32`).
     pub fn name(self) -> &'static str {
         match self {
             DType::F32 => "f32",
             DType::F64 => "f64",
             DType::U8 => "u8",
             DType::Bool => "bool",
+            DType::I8 => "i8",
+            DType::U16 => "u16",
+            DType::I16 => "i16",
+            DType::I32 => "i32",
+            DType::U32 => "u32",
         }
     }
 
@@ -53,12 +98,27 @@ impl DType {
             "f64" => DType::F64,
             "u8" => DType::U8,
             "bool" => DType::Bool,
+            "i8" => DType::I8,
+            "u16" => DType::U16,
+            "i16" => DType::I16,
+            "i32" => DType::I32,
+            "u32" => DType::U32,
             _ => return None,
         })
     }
 
     /// All dtypes, in a fixed order.
-    pub const ALL: [DType; 4] = [DType::F32, DType::F64, DType::U8, DType::Bool];
+    pub const ALL: [DType; 9] = [
+        DType::F32,
+        DType::F64,
+        DType::U8,
+        DType::Bool,
+        DType::I8,
+        DType::U16,
+        DType::I16,
+        DType::I32,
+        DType::U32,
+    ];
 }
 
 impl fmt::Display for DType {
@@ -79,6 +139,16 @@ pub enum Scalar {
     U8(u8),
     /// A bool.
     Bool(bool),
+    /// An i8.
+    I8(i8),
+    /// A u16.
+    U16(u16),
+    /// An i16.
+    I16(i16),
+    /// An i32.
+    I32(i32),
+    /// A u32.
+    U32(u32),
 }
 
 impl Scalar {
@@ -89,6 +159,11 @@ impl Scalar {
             Scalar::F64(_) => DType::F64,
             Scalar::U8(_) => DType::U8,
             Scalar::Bool(_) => DType::Bool,
+            Scalar::I8(_) => DType::I8,
+            Scalar::U16(_) => DType::U16,
+            Scalar::I16(_) => DType::I16,
+            Scalar::I32(_) => DType::I32,
+            Scalar::U32(_) => DType::U32,
         }
     }
 
@@ -115,6 +190,11 @@ impl Scalar {
             DType::F64 => Scalar::F64(0),
             DType::U8 => Scalar::U8(0),
             DType::Bool => Scalar::Bool(false),
+            DType::I8 => Scalar::I8(0),
+            DType::U16 => Scalar::U16(0),
+            DType::I16 => Scalar::I16(0),
+            DType::I32 => Scalar::I32(0),
+            DType::U32 => Scalar::U32(0),
         }
     }
 
@@ -125,7 +205,61 @@ impl Scalar {
             Scalar::F64(b) => f64::from_bits(b),
             Scalar::U8(v) => v as f64,
             Scalar::Bool(v) => v as u8 as f64,
+            Scalar::I8(v) => v as f64,
+            Scalar::U16(v) => v as f64,
+            Scalar::I16(v) => v as f64,
+            Scalar::I32(v) => v as f64,
+            Scalar::U32(v) => v as f64,
         }
+    }
+
+    /// The value of an integer or bool scalar as i64 (exact); `None` for floats.
+    pub fn to_i64(self) -> Option<i64> {
+        Some(match self {
+            Scalar::F32(_) | Scalar::F64(_) => return None,
+            Scalar::U8(v) => v as i64,
+            Scalar::Bool(v) => v as i64,
+            Scalar::I8(v) => v as i64,
+            Scalar::U16(v) => v as i64,
+            Scalar::I16(v) => v as i64,
+            Scalar::I32(v) => v as i64,
+            Scalar::U32(v) => v as i64,
+        })
+    }
+
+    /// The integer scalar of `dtype` holding `v` reduced modulo 2^bits (two's complement
+    /// wrap, numpy's integer `astype`); bool is `v != 0`. `None` for float dtypes.
+    pub fn wrap_int(dtype: DType, v: i64) -> Option<Scalar> {
+        Some(match dtype {
+            DType::F32 | DType::F64 => return None,
+            DType::U8 => Scalar::U8(v as u8),
+            DType::Bool => Scalar::Bool(v != 0),
+            DType::I8 => Scalar::I8(v as i8),
+            DType::U16 => Scalar::U16(v as u16),
+            DType::I16 => Scalar::I16(v as i16),
+            DType::I32 => Scalar::I32(v as i32),
+            DType::U32 => Scalar::U32(v as u32),
+        })
+    }
+
+    /// The scalar of `dtype` stored in the first `dtype.size_bytes()` little-endian bytes
+    /// of `b` (bool: any non-zero byte is true); `None` when `b` is shorter.
+    pub fn from_le_bytes(dtype: DType, b: &[u8]) -> Option<Scalar> {
+        let b = b.get(..dtype.size_bytes())?;
+        let mut w = [0u8; 8];
+        w[..b.len()].copy_from_slice(b);
+        let u = u64::from_le_bytes(w);
+        Some(match dtype {
+            DType::F32 => Scalar::F32(u as u32),
+            DType::F64 => Scalar::F64(u),
+            DType::U8 => Scalar::U8(u as u8),
+            DType::Bool => Scalar::Bool(u != 0),
+            DType::I8 => Scalar::I8(u as i8),
+            DType::U16 => Scalar::U16(u as u16),
+            DType::I16 => Scalar::I16(u as i16),
+            DType::I32 => Scalar::I32(u as i32),
+            DType::U32 => Scalar::U32(u as u32),
+        })
     }
 
     /// Little-endian bytes of the value as stored in a tensor of its dtype.
@@ -135,6 +269,11 @@ impl Scalar {
             Scalar::F64(b) => b.to_le_bytes().to_vec(),
             Scalar::U8(v) => vec![v],
             Scalar::Bool(v) => vec![v as u8],
+            Scalar::I8(v) => v.to_le_bytes().to_vec(),
+            Scalar::U16(v) => v.to_le_bytes().to_vec(),
+            Scalar::I16(v) => v.to_le_bytes().to_vec(),
+            Scalar::I32(v) => v.to_le_bytes().to_vec(),
+            Scalar::U32(v) => v.to_le_bytes().to_vec(),
         }
     }
 }
@@ -162,6 +301,11 @@ impl fmt::Display for Scalar {
             }
             Scalar::U8(v) => write!(f, "u8:{v}"),
             Scalar::Bool(v) => write!(f, "bool:{v}"),
+            Scalar::I8(v) => write!(f, "i8:{v}"),
+            Scalar::U16(v) => write!(f, "u16:{v}"),
+            Scalar::I16(v) => write!(f, "i16:{v}"),
+            Scalar::I32(v) => write!(f, "i32:{v}"),
+            Scalar::U32(v) => write!(f, "u32:{v}"),
         }
     }
 }

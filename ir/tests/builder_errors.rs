@@ -12,7 +12,7 @@ use kiln_ir::{
 /// `%3 = bool[1,1,4,4]`, `%4 = f32[1,1,2,2]`; the next node is `%5`.
 fn setup() -> GraphBuilder {
     let mut b = GraphBuilder::new();
-    for d in DType::ALL {
+    for d in [DType::F32, DType::F64, DType::U8, DType::Bool] {
         b.input(d, &[1, 1, 4, 4]).unwrap();
     }
     b.input(DType::F32, &[1, 1, 2, 2]).unwrap();
@@ -345,16 +345,15 @@ fn reductions_take_the_documented_dtypes() {
         ReduceOp::All,
     ];
     for op in ops {
-        // `setup` makes one input per dtype, in `DType::ALL` order, as `%0..%3`.
-        for (i, d) in DType::ALL.into_iter().enumerate() {
+        for d in DType::ALL {
             let documented = match op {
                 ReduceOp::Min | ReduceOp::Max => true,
                 ReduceOp::Sum => d != DType::Bool,
                 ReduceOp::Any | ReduceOp::All => d == DType::Bool,
             };
             assert_eq!(op.accepts(d), documented, "{op:?} on {d}");
-            let x = NodeId(i as u32);
-            let mut b = setup();
+            let mut b = GraphBuilder::new();
+            let x = b.input(d, &[1, 1, 4, 4]).unwrap();
             assert_eq!(b.scan(x, 2, op).is_ok(), documented, "scan {op:?} on {d}");
             assert_eq!(
                 b.axis_reduce(x, 3, op).is_ok(),

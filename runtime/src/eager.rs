@@ -15,7 +15,7 @@ use std::sync::Arc;
 use kiln_ir::{BinaryOp, Border, DType, Graph, NodeId, NodeKind, ReduceOp, TensorType, UnaryOp};
 
 use crate::{RuntimeError, Storage, Tensor};
-use elem::{Arith, Float, KBool, Kind, KF32, KF64, KU8};
+use elem::{Arith, Float, Int, KBool, Kind, KF32, KF64, KI16, KI32, KI8, KU16, KU32, KU8};
 
 /// Runs `$body` with `$K` bound to the marker type of dtype `$d`.
 macro_rules! by_dtype {
@@ -37,6 +37,56 @@ macro_rules! by_dtype {
                 type $K = KBool;
                 $body
             }
+            DType::I8 => {
+                type $K = KI8;
+                $body
+            }
+            DType::U16 => {
+                type $K = KU16;
+                $body
+            }
+            DType::I16 => {
+                type $K = KI16;
+                $body
+            }
+            DType::I32 => {
+                type $K = KI32;
+                $body
+            }
+            DType::U32 => {
+                type $K = KU32;
+                $body
+            }
+        }
+    };
+}
+
+/// Runs `$body` with `$K` bound to the marker type of `$d` when it is one of the integer
+/// dtypes other than u8 (`Int` kinds); evaluates to `$other` otherwise.
+macro_rules! by_int_dtype {
+    ($d:expr, $K:ident => $body:expr, $other:expr) => {
+        match $d {
+            DType::I8 => {
+                type $K = KI8;
+                $body
+            }
+            DType::U16 => {
+                type $K = KU16;
+                $body
+            }
+            DType::I16 => {
+                type $K = KI16;
+                $body
+            }
+            DType::I32 => {
+                type $K = KI32;
+                $body
+            }
+            DType::U32 => {
+                type $K = KU32;
+                $body
+            }
+            _ => $other,
         }
     };
 }
@@ -426,7 +476,7 @@ fn eval_cast(
     }
     Ok(by_dtype!(from, A => by_dtype!(to, B => {
         let src = typed::<A>(xs, i, name)?;
-        B::wrap(kernels::map1(src, |v| B::from_f64(A::to_f64(v))))
+        B::wrap(kernels::map1(src, elem::cast_one::<A, B>))
     })))
 }
 
@@ -482,7 +532,14 @@ fn eval_unary(op: UnaryOp, xs: &Storage, d: DType) -> Option<Storage> {
             UnaryOp::Not => Some(KBool::wrap(kernels::map1(x, |v| v ^ 1))),
             _ => None,
         },
-        _ => None,
+        _ => by_int_dtype!(d, K => {
+            let x = K::slice(xs)?;
+            match op {
+                UnaryOp::Neg => Some(K::wrap(kernels::map1(x, K::neg))),
+                UnaryOp::Abs => Some(K::wrap(kernels::map1(x, <K as Int>::abs))),
+                _ => None,
+            }
+        }, None),
     }
 }
 
@@ -530,6 +587,6 @@ fn eval_binary(op: BinaryOp, sa: &Storage, sb: &Storage, d: DType) -> Option<Sto
             BinaryOp::Or => Some(KBool::wrap(kernels::map2(a, b, |x, y| x | y))),
             _ => None,
         },
-        _ => None,
+        _ => by_int_dtype!(d, K => arith::<K>(op, K::slice(sa)?, K::slice(sb)?), None),
     }
 }

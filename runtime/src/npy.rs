@@ -156,6 +156,11 @@ fn descr(d: DType) -> &'static str {
         DType::F64 => "<f8",
         DType::U8 => "|u1",
         DType::Bool => "|b1",
+        DType::I8 => "|i1",
+        DType::U16 => "<u2",
+        DType::I16 => "<i2",
+        DType::I32 => "<i4",
+        DType::U32 => "<u4",
     }
 }
 
@@ -205,6 +210,19 @@ pub fn to_npy_bytes(t: &Tensor) -> Vec<u8> {
             .for_each(|x| out.extend_from_slice(&x.to_le_bytes())),
         Storage::U8(v) => out.extend_from_slice(&v),
         Storage::Bool(v) => out.extend(v.iter().map(|&b| u8::from(b != 0))),
+        Storage::I8(v) => out.extend(v.iter().map(|&x| x as u8)),
+        Storage::U16(v) => v
+            .iter()
+            .for_each(|x| out.extend_from_slice(&x.to_le_bytes())),
+        Storage::I16(v) => v
+            .iter()
+            .for_each(|x| out.extend_from_slice(&x.to_le_bytes())),
+        Storage::I32(v) => v
+            .iter()
+            .for_each(|x| out.extend_from_slice(&x.to_le_bytes())),
+        Storage::U32(v) => v
+            .iter()
+            .for_each(|x| out.extend_from_slice(&x.to_le_bytes())),
     }
     out
 }
@@ -275,6 +293,11 @@ fn parse_prelude(bytes: &[u8]) -> Result<Prelude, NpyError> {
         "<f8" => DType::F64,
         "|u1" | "u1" | "<u1" => DType::U8,
         "|b1" | "b1" | "?" => DType::Bool,
+        "|i1" | "i1" | "<i1" => DType::I8,
+        "<u2" => DType::U16,
+        "<i2" => DType::I16,
+        "<i4" => DType::I32,
+        "<u4" => DType::U32,
         other => return Err(NpyError::UnsupportedDType(other.to_string())),
     };
     let numel = header
@@ -313,7 +336,8 @@ fn check_data_len(p: &Prelude, have: u64) -> Result<(), NpyError> {
 }
 
 /// Parses the bytes of a `.npy` file. Accepts versions 1.0, 2.0 and 3.0, the dtypes `<f4`,
-/// `<f8`, `|u1` (or `u1`, `<u1`) and `|b1` (or `b1`, `?`), C or Fortran order (Fortran gives
+/// `<f8`, `|u1` (or `u1`, `<u1`), `|b1` (or `b1`, `?`), `|i1` (or `i1`, `<i1`), `<u2`,
+/// `<i2`, `<i4` and `<u4` (little-endian only), C or Fortran order (Fortran gives
 /// a column-major strided view). The data must fill the rest of the file exactly.
 pub fn parse_npy(bytes: &[u8]) -> Result<Tensor, NpyError> {
     let p = parse_prelude(bytes)?;
@@ -338,6 +362,27 @@ pub fn parse_npy(bytes: &[u8]) -> Result<Tensor, NpyError> {
             }
             Storage::Bool(data.to_vec())
         }
+        DType::I8 => Storage::I8(data.iter().map(|&b| b as i8).collect()),
+        DType::U16 => Storage::U16(
+            data.chunks_exact(2)
+                .map(|c| u16::from_le_bytes([c[0], c[1]]))
+                .collect(),
+        ),
+        DType::I16 => Storage::I16(
+            data.chunks_exact(2)
+                .map(|c| i16::from_le_bytes([c[0], c[1]]))
+                .collect(),
+        ),
+        DType::I32 => Storage::I32(
+            data.chunks_exact(4)
+                .map(|c| i32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+                .collect(),
+        ),
+        DType::U32 => Storage::U32(
+            data.chunks_exact(4)
+                .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+                .collect(),
+        ),
     };
     let shape = &p.shape;
     if !p.fortran_order || numel == 0 {

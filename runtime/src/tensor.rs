@@ -17,6 +17,16 @@ pub enum Storage {
     U8(Vec<u8>),
     /// bool elements as 0/1 bytes.
     Bool(Vec<u8>),
+    /// i8 elements.
+    I8(Vec<i8>),
+    /// u16 elements.
+    U16(Vec<u16>),
+    /// i16 elements.
+    I16(Vec<i16>),
+    /// i32 elements.
+    I32(Vec<i32>),
+    /// u32 elements.
+    U32(Vec<u32>),
 }
 
 impl Storage {
@@ -27,6 +37,11 @@ impl Storage {
             DType::F64 => Storage::F64(vec![0.0; len]),
             DType::U8 => Storage::U8(vec![0; len]),
             DType::Bool => Storage::Bool(vec![0; len]),
+            DType::I8 => Storage::I8(vec![0; len]),
+            DType::U16 => Storage::U16(vec![0; len]),
+            DType::I16 => Storage::I16(vec![0; len]),
+            DType::I32 => Storage::I32(vec![0; len]),
+            DType::U32 => Storage::U32(vec![0; len]),
         }
     }
 
@@ -37,6 +52,11 @@ impl Storage {
             Storage::F64(_) => DType::F64,
             Storage::U8(_) => DType::U8,
             Storage::Bool(_) => DType::Bool,
+            Storage::I8(_) => DType::I8,
+            Storage::U16(_) => DType::U16,
+            Storage::I16(_) => DType::I16,
+            Storage::I32(_) => DType::I32,
+            Storage::U32(_) => DType::U32,
         }
     }
 
@@ -46,6 +66,11 @@ impl Storage {
             Storage::F32(v) => v.len(),
             Storage::F64(v) => v.len(),
             Storage::U8(v) | Storage::Bool(v) => v.len(),
+            Storage::I8(v) => v.len(),
+            Storage::U16(v) => v.len(),
+            Storage::I16(v) => v.len(),
+            Storage::I32(v) => v.len(),
+            Storage::U32(v) => v.len(),
         }
     }
 
@@ -60,6 +85,11 @@ impl Storage {
             Storage::F32(v) => v.as_ptr() as *const u8,
             Storage::F64(v) => v.as_ptr() as *const u8,
             Storage::U8(v) | Storage::Bool(v) => v.as_ptr(),
+            Storage::I8(v) => v.as_ptr() as *const u8,
+            Storage::U16(v) => v.as_ptr() as *const u8,
+            Storage::I16(v) => v.as_ptr() as *const u8,
+            Storage::I32(v) => v.as_ptr() as *const u8,
+            Storage::U32(v) => v.as_ptr() as *const u8,
         }
     }
 
@@ -69,6 +99,11 @@ impl Storage {
             Storage::F32(v) => v.as_mut_ptr() as *mut u8,
             Storage::F64(v) => v.as_mut_ptr() as *mut u8,
             Storage::U8(v) | Storage::Bool(v) => v.as_mut_ptr(),
+            Storage::I8(v) => v.as_mut_ptr() as *mut u8,
+            Storage::U16(v) => v.as_mut_ptr() as *mut u8,
+            Storage::I16(v) => v.as_mut_ptr() as *mut u8,
+            Storage::I32(v) => v.as_mut_ptr() as *mut u8,
+            Storage::U32(v) => v.as_mut_ptr() as *mut u8,
         }
     }
 
@@ -79,6 +114,11 @@ impl Storage {
             Storage::F64(v) => Scalar::F64(v[i].to_bits()),
             Storage::U8(v) => Scalar::U8(v[i]),
             Storage::Bool(v) => Scalar::Bool(v[i] != 0),
+            Storage::I8(v) => Scalar::I8(v[i]),
+            Storage::U16(v) => Scalar::U16(v[i]),
+            Storage::I16(v) => Scalar::I16(v[i]),
+            Storage::I32(v) => Scalar::I32(v[i]),
+            Storage::U32(v) => Scalar::U32(v[i]),
         }
     }
 
@@ -89,6 +129,11 @@ impl Storage {
             (Storage::F64(v), Scalar::F64(b)) => v[i] = f64::from_bits(b),
             (Storage::U8(v), Scalar::U8(x)) => v[i] = x,
             (Storage::Bool(v), Scalar::Bool(x)) => v[i] = x as u8,
+            (Storage::I8(v), Scalar::I8(x)) => v[i] = x,
+            (Storage::U16(v), Scalar::U16(x)) => v[i] = x,
+            (Storage::I16(v), Scalar::I16(x)) => v[i] = x,
+            (Storage::I32(v), Scalar::I32(x)) => v[i] = x,
+            (Storage::U32(v), Scalar::U32(x)) => v[i] = x,
             (st, s) => panic!(
                 "dtype mismatch: storage {} vs scalar {}",
                 st.dtype(),
@@ -541,6 +586,30 @@ impl NdElement for bool {
     }
 }
 
+/// `NdElement` for the integer dtypes stored as themselves.
+macro_rules! int_nd_element {
+    ($t:ty, $V:ident) => {
+        impl NdElement for $t {
+            const DTYPE: DType = DType::$V;
+            fn into_storage(v: Vec<Self>) -> Storage {
+                Storage::$V(v)
+            }
+            fn from_storage(s: &Storage) -> Option<Vec<Self>> {
+                match s {
+                    Storage::$V(v) => Some(v.clone()),
+                    _ => None,
+                }
+            }
+        }
+    };
+}
+
+int_nd_element!(i8, I8);
+int_nd_element!(u16, U16);
+int_nd_element!(i16, I16);
+int_nd_element!(i32, I32);
+int_nd_element!(u32, U32);
+
 impl Tensor {
     /// A fresh row-major copy of the viewed elements as storage of `numel()` elements
     /// (typed loop per row; bool bytes are copied as stored).
@@ -571,6 +640,11 @@ impl Tensor {
             Storage::F64(v) => copy!(F64, v),
             Storage::U8(v) => copy!(U8, v),
             Storage::Bool(v) => copy!(Bool, v),
+            Storage::I8(v) => copy!(I8, v),
+            Storage::U16(v) => copy!(U16, v),
+            Storage::I16(v) => copy!(I16, v),
+            Storage::I32(v) => copy!(I32, v),
+            Storage::U32(v) => copy!(U32, v),
         }
     }
 

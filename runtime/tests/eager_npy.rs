@@ -72,6 +72,38 @@ fn round_trip_every_dtype_through_a_file() {
             Tensor::from_bool(vec![true, false, false, true, true], &[5]).unwrap(),
         ),
         ("scalar", Tensor::from_f32(vec![7.0], &[]).unwrap()),
+        (
+            "i8",
+            Tensor::from_ndarray(
+                &ndarray::ArrayD::from_shape_vec(vec![3], vec![i8::MIN, -1, i8::MAX]).unwrap(),
+            ),
+        ),
+        (
+            "u16",
+            Tensor::from_ndarray(
+                &ndarray::ArrayD::from_shape_vec(vec![1, 3], vec![0u16, 0x1234, u16::MAX]).unwrap(),
+            ),
+        ),
+        (
+            "i16",
+            Tensor::from_ndarray(
+                &ndarray::ArrayD::from_shape_vec(vec![2, 2], vec![i16::MIN, -2, 0, i16::MAX])
+                    .unwrap(),
+            ),
+        ),
+        (
+            "i32",
+            Tensor::from_ndarray(
+                &ndarray::ArrayD::from_shape_vec(vec![1, 1, 3], vec![i32::MIN, -70000, i32::MAX])
+                    .unwrap(),
+            ),
+        ),
+        (
+            "u32",
+            Tensor::from_ndarray(
+                &ndarray::ArrayD::from_shape_vec(vec![2], vec![7u32, u32::MAX]).unwrap(),
+            ),
+        ),
     ];
     for (name, t) in tensors {
         let path = temp(name);
@@ -171,6 +203,52 @@ fn reads_hand_built_files() {
             vec![Scalar::U8(9), Scalar::U8(0), Scalar::U8(255)]
         );
     }
+    // The integer descriptors beyond u8, little-endian.
+    let f = npy_file(
+        1,
+        "{'descr': '|i1', 'fortran_order': False, 'shape': (2,), }",
+        &[0x80, 0x7f],
+    );
+    assert_eq!(
+        parse_npy(&f).unwrap().to_scalars(),
+        vec![Scalar::I8(-128), Scalar::I8(127)]
+    );
+    let f = npy_file(
+        1,
+        "{'descr': '<i2', 'fortran_order': False, 'shape': (2,), }",
+        &[0x00, 0x80, 0xfe, 0xff],
+    );
+    assert_eq!(
+        parse_npy(&f).unwrap().to_scalars(),
+        vec![Scalar::I16(i16::MIN), Scalar::I16(-2)]
+    );
+    let f = npy_file(
+        1,
+        "{'descr': '<u2', 'fortran_order': False, 'shape': (1,), }",
+        &[0x34, 0x12],
+    );
+    assert_eq!(
+        parse_npy(&f).unwrap().to_scalars(),
+        vec![Scalar::U16(0x1234)]
+    );
+    let f = npy_file(
+        1,
+        "{'descr': '<i4', 'fortran_order': False, 'shape': (1,), }",
+        &[0xff, 0xff, 0xff, 0x7f],
+    );
+    assert_eq!(
+        parse_npy(&f).unwrap().to_scalars(),
+        vec![Scalar::I32(i32::MAX)]
+    );
+    let f = npy_file(
+        1,
+        "{'descr': '<u4', 'fortran_order': False, 'shape': (1,), }",
+        &[0xff, 0xff, 0xff, 0xff],
+    );
+    assert_eq!(
+        parse_npy(&f).unwrap().to_scalars(),
+        vec![Scalar::U32(u32::MAX)]
+    );
     for d in ["|b1", "b1", "?"] {
         let f = npy_file(
             1,
@@ -293,9 +371,9 @@ fn corrupt_files_give_clear_errors() {
             |e| matches!(e, NpyError::BadHeader(_)),
         ),
         (
-            "int32",
-            npy_file(1, &dict("<i4", "(1,)"), &[0; 4]),
-            |e| matches!(e, NpyError::UnsupportedDType(d) if d == "<i4"),
+            "int64",
+            npy_file(1, &dict("<i8", "(1,)"), &[0; 8]),
+            |e| matches!(e, NpyError::UnsupportedDType(d) if d == "<i8"),
         ),
         (
             "big-endian f32",

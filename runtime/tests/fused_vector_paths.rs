@@ -50,6 +50,13 @@ fn data(dtype: DType, shape: &[usize], seed: u64) -> Tensor {
         // Mostly true, so that erosion leaves something.
         DType::Bool => Storage::Bool((0..n).map(|_| (next() % 7 != 0) as u8).collect()),
         DType::F64 => Storage::F64((0..n).map(|_| next() as f64 * 0.5 - 7.0).collect()),
+        d => {
+            let mut st = Storage::zeros(d, n);
+            for i in 0..n {
+                st.set(i, kiln_ir::Scalar::wrap_int(d, next() as i64).unwrap());
+            }
+            st
+        }
     };
     Tensor::from_storage(storage, shape).unwrap()
 }

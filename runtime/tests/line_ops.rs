@@ -78,6 +78,7 @@ fn bits(t: &Tensor) -> Vec<u64> {
             Scalar::F64(b) => b,
             Scalar::U8(v) => v as u64,
             Scalar::Bool(v) => v as u64,
+            other => other.to_i64().unwrap() as u64,
         })
         .collect()
 }

@@ -62,6 +62,18 @@ pub fn generate(dtype: DType, shape: &[usize], seed: u32) -> Result<Tensor, Runt
                 .collect();
             Tensor::from_bool(v, shape)
         }
+        // The other integer dtypes: the hash's high bits reduced to the dtype (wrapping),
+        // so every bit pattern of the width occurs.
+        d => {
+            let ints: Vec<i64> = (0..n).into_par_iter().map(|i| h(i) as i64).collect();
+            let mut st = kiln_runtime::Storage::zeros(d, n);
+            for (i, v) in ints.into_iter().enumerate() {
+                let sh = 32 - 8 * d.size_bytes().min(4) as u32;
+                let s = kiln_ir::Scalar::wrap_int(d, v >> sh).expect("integer dtype");
+                st.set(i, s);
+            }
+            Tensor::from_storage(st, shape)
+        }
     }
 }
 
@@ -81,6 +93,11 @@ pub fn checksum(t: &Tensor) -> u64 {
         Storage::F32(v) => fold(v.par_iter().map(|x| x.to_bits() as u64)),
         Storage::F64(v) => fold(v.par_iter().map(|x| x.to_bits())),
         Storage::U8(v) | Storage::Bool(v) => fold(v.par_iter().map(|&x| x as u64)),
+        Storage::I8(v) => fold(v.par_iter().map(|&x| x as u8 as u64)),
+        Storage::U16(v) => fold(v.par_iter().map(|&x| x as u64)),
+        Storage::I16(v) => fold(v.par_iter().map(|&x| x as u16 as u64)),
+        Storage::I32(v) => fold(v.par_iter().map(|&x| x as u32 as u64)),
+        Storage::U32(v) => fold(v.par_iter().map(|&x| x as u64)),
     }
 }
 

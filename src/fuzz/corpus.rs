@@ -53,6 +53,11 @@ fn scalar_hex(s: Scalar) -> String {
         Scalar::F64(b) => format!("{b:016x}"),
         Scalar::U8(v) => format!("{v:02x}"),
         Scalar::Bool(v) => format!("{}", v as u8),
+        Scalar::I8(v) => format!("{:02x}", v as u8),
+        Scalar::U16(v) => format!("{v:04x}"),
+        Scalar::I16(v) => format!("{:04x}", v as u16),
+        Scalar::I32(v) => format!("{:08x}", v as u32),
+        Scalar::U32(v) => format!("{v:08x}"),
     }
 }
 
@@ -66,6 +71,11 @@ fn parse_scalar(d: DType, tok: &str) -> Option<Scalar> {
             "1" => Scalar::Bool(true),
             _ => return None,
         },
+        DType::I8 => Scalar::I8(u8::from_str_radix(tok, 16).ok()? as i8),
+        DType::U16 => Scalar::U16(u16::from_str_radix(tok, 16).ok()?),
+        DType::I16 => Scalar::I16(u16::from_str_radix(tok, 16).ok()? as i16),
+        DType::I32 => Scalar::I32(u32::from_str_radix(tok, 16).ok()? as i32),
+        DType::U32 => Scalar::U32(u32::from_str_radix(tok, 16).ok()?),
     })
 }
 

@@ -173,6 +173,12 @@ pub fn random_scalar(rng: &mut Rng, dtype: DType) -> Scalar {
             Scalar::U8(*rng.pick(&[0u8, 1, 2, 127, 128, 254, 255, r]))
         }
         DType::Bool => Scalar::Bool(rng.chance(0.5)),
+        d => {
+            let (lo, hi) = d.int_range().expect("integer dtype");
+            let r = rng.next_u64() as i64;
+            let v = *rng.pick(&[lo, lo + 1, -1, 0, 1, 2, hi - 1, hi, r]);
+            Scalar::wrap_int(d, v).expect("integer dtype")
+        }
     }
 }
 
@@ -239,6 +245,23 @@ pub fn random_data(rng: &mut Rng, dtype: DType, n: usize) -> Vec<Scalar> {
                 (0..n).map(|_| Scalar::Bool(rng.chance(p))).collect()
             }
         },
+        // The other integers: constant extremes, uniform bit patterns, small values around
+        // zero (where signed and unsigned orders differ most visibly), or extremes mixed
+        // with zero and one random value (ties and wrap-around in arithmetic).
+        d => {
+            let (lo, hi) = d.int_range().expect("integer dtype");
+            let w = |v: i64| Scalar::wrap_int(d, v).expect("integer dtype");
+            match rng.weighted(&[1, 1, 4, 2, 2]) {
+                0 => vec![w(lo); n],
+                1 => vec![w(hi); n],
+                2 => (0..n).map(|_| w(rng.next_u64() as i64)).collect(),
+                3 => (0..n).map(|_| w(rng.range_i64(-4, 4))).collect(),
+                _ => {
+                    let pool = [lo, hi, 0, -1, rng.next_u64() as i64];
+                    (0..n).map(|_| w(*rng.pick(&pool))).collect()
+                }
+            }
+        }
     }
 }
 

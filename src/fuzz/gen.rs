@@ -43,7 +43,7 @@ pub fn generate(seed: u64, max_nodes: usize) -> Case {
     let mut rng = Rng::new(seed);
     let shape = random_shape(&mut rng);
     let n_inputs = rng.range(1, 3);
-    let main = DType::ALL[rng.weighted(&[5, 2, 2, 1])];
+    let main = DType::ALL[rng.weighted(&[5, 2, 2, 1, 1, 1, 1, 1, 1])];
     let mut g = Gen {
         rng: &mut rng,
         b: GraphBuilder::new(),
@@ -610,6 +610,7 @@ impl Gen<'_> {
             let op = match t.dtype {
                 DType::Bool => UnaryOp::Not,
                 DType::U8 => UnaryOp::Neg,
+                d if d.is_int() => UnaryOp::Neg,
                 _ => *self.rng.pick(&[UnaryOp::Neg, UnaryOp::Abs, UnaryOp::Sqrt]),
             };
             let r = self.b.unary(op, x);
@@ -700,6 +701,9 @@ impl Gen<'_> {
                     ],
                     DType::U8 => &[UnaryOp::Neg, UnaryOp::Abs],
                     DType::Bool => &[UnaryOp::Not],
+                    DType::I8 | DType::U16 | DType::I16 | DType::I32 | DType::U32 => {
+                        &[UnaryOp::Neg, UnaryOp::Abs]
+                    }
                 };
                 let op = *self.rng.pick(ops);
                 let r = self.b.unary(op, x);
@@ -730,7 +734,7 @@ impl Gen<'_> {
                 .into_iter()
                 .filter(|op| match op {
                     BinaryOp::Add | BinaryOp::Sub | BinaryOp::Mul | BinaryOp::Div => {
-                        FLOATS_U8.contains(&t.dtype)
+                        FLOATS_U8.contains(&t.dtype) || t.dtype.is_int()
                     }
                     BinaryOp::And | BinaryOp::Or => t.dtype == DType::Bool,
                     _ => true,

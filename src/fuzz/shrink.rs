@@ -179,6 +179,7 @@ fn one(d: DType) -> Scalar {
         DType::F64 => Scalar::f64(1.0),
         DType::U8 => Scalar::U8(1),
         DType::Bool => Scalar::Bool(true),
+        d => Scalar::wrap_int(d, 1).expect("integer dtype"),
     }
 }
 

@@ -14,6 +14,7 @@ mod dual;
 mod edge;
 mod facts;
 mod guard;
+mod int_math;
 mod jit;
 mod lanes;
 mod line;

@@ -2,7 +2,9 @@
 //!
 //! Register representation: f32 → `F32` / `F32X4`, f64 → `F64`, u8 → `I8`, bool → `I8`
 //! holding 0 or 1 (scalar) or an `I32X4` lane mask of all-ones / all-zeros (vector). Vectors
-//! only ever hold f32 and bool values.
+//! only ever hold f32 and bool values. The other integer dtypes (i8, u16, i16, i32, u32)
+//! are scalar only, in `I8` / `I16` / `I32` registers, with wrapping arithmetic and the
+//! signed or unsigned order of their dtype (see [`int_math`]).
 //!
 //! Float min/max work on integer total-order keys plus a NaN mask. A value produced by a
 //! min/max stays in that *key domain* ([`Val::key`]) while it only feeds more min/max, and
@@ -18,6 +20,7 @@ use cranelift_frontend::FunctionBuilder;
 use kiln_ir::semantics::{CANONICAL_NAN_F32, CANONICAL_NAN_F64};
 use kiln_ir::{BinaryOp, DType, Scalar, UnaryOp};
 
+use super::int_math;
 use crate::{CodegenError, Fault};
 
 /// A stage value in registers, in plain form, key form, or both (each computed on demand
@@ -144,11 +147,15 @@ impl<'a, 'b> Em<'a, 'b> {
         match (self.vec, d) {
             (false, DType::F32) => types::F32,
             (false, DType::F64) => types::F64,
-            (false, _) => types::I8,
+            (false, DType::U8 | DType::Bool | DType::I8) => types::I8,
+            (false, DType::U16 | DType::I16) => types::I16,
+            (false, DType::I32 | DType::U32) => types::I32,
             (true, DType::F32) => types::F32X4,
             (true, DType::Bool) => types::I32X4,
             (true, DType::F64) => types::F64X2,
-            (true, DType::U8) => types::I8X16,
+            (true, DType::U8 | DType::I8) => types::I8X16,
+            (true, DType::U16 | DType::I16) => types::I16X8,
+            (true, DType::I32 | DType::U32) => types::I32X4,
         }
     }
 
@@ -243,6 +250,13 @@ impl<'a, 'b> Em<'a, 'b> {
                 } else {
                     self.b.ins().iconst(types::I8, v as i64)
                 }
+            }
+            int => {
+                let t = self.ty(int.dtype());
+                let v = int.to_i64().expect("integer scalar");
+                // iconst takes the bits zero-extended from the type's width.
+                let bits = (v as u64) & (u64::MAX >> (64 - t.bits()));
+                self.b.ins().iconst(t, bits as i64)
             }
         };
         Ok(Val::plain(s.dtype(), v))
@@ -737,6 +751,9 @@ impl<'a, 'b> Em<'a, 'b> {
                 Val::plain(d, self.canon(d, r))
             }
             (UnaryOp::Neg, DType::U8) => Val::plain(d, self.b.ins().ineg(p)),
+            (UnaryOp::Neg | UnaryOp::Abs, _) if d.is_int() => {
+                Val::plain(d, int_math::unary(self, op, d, p))
+            }
             (UnaryOp::Abs, DType::F32 | DType::F64) => {
                 // A bit operation: a signalling NaN stays signalling, so not the unsigned
                 // minimum (see `canon`).
@@ -829,6 +846,16 @@ impl<'a, 'b> Em<'a, 'b> {
                     _ => FloatCC::NotEqual,
                 };
                 self.b.ins().fcmp(cc, pa, pb)
+            } else if d.is_signed_int() {
+                let cc = match op {
+                    BinaryOp::Lt => IntCC::SignedLessThan,
+                    BinaryOp::Le => IntCC::SignedLessThanOrEqual,
+                    BinaryOp::Gt => IntCC::SignedGreaterThan,
+                    BinaryOp::Ge => IntCC::SignedGreaterThanOrEqual,
+                    BinaryOp::Eq => IntCC::Equal,
+                    _ => IntCC::NotEqual,
+                };
+                self.b.ins().icmp(cc, pa, pb)
             } else {
                 let cc = match op {
                     BinaryOp::Lt => IntCC::UnsignedLessThan,
@@ -873,6 +900,15 @@ impl<'a, 'b> Em<'a, 'b> {
             }
             (BinaryOp::Min, DType::U8) => self.b.ins().umin(pa, pb),
             (BinaryOp::Max, DType::U8) => self.b.ins().umax(pa, pb),
+            (
+                BinaryOp::Add
+                | BinaryOp::Sub
+                | BinaryOp::Mul
+                | BinaryOp::Div
+                | BinaryOp::Min
+                | BinaryOp::Max,
+                _,
+            ) if d.is_int() => int_math::binary(self, op, d, pa, pb),
             (BinaryOp::Min | BinaryOp::And, DType::Bool) => self.b.ins().band(pa, pb),
             (BinaryOp::Max | BinaryOp::Or, DType::Bool) => self.b.ins().bor(pa, pb),
             _ => return Err(bad(format!("binary {op:?} does not accept {d}"))),
@@ -943,6 +979,8 @@ impl<'a, 'b> Em<'a, 'b> {
             }
             (DType::U8, DType::Bool) => self.b.ins().icmp_imm_s(IntCC::NotEqual, p, 0),
             (DType::Bool, DType::U8) => p,
+            _ if !from.is_float() || !to.is_float() => int_math::cast(self, from, to, p)
+                .ok_or_else(|| bad(format!("cast {from} -> {to}")))?,
             _ => return Err(bad(format!("cast {from} -> {to}"))),
         };
         Ok(Val::plain(to, r))

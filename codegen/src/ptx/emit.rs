@@ -20,6 +20,10 @@ macro_rules! e {
 #[path = "line.rs"]
 mod line;
 
+/// Integer dtypes other than u8 (a child module: it uses this module's private emitter).
+#[path = "int.rs"]
+mod int;
+
 /// Which version of a stage program to emit.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Path {
@@ -146,6 +150,7 @@ impl<'k> Em<'k> {
             DType::F64 => self.fd(),
             DType::U8 => self.r(),
             DType::Bool => self.p(),
+            DType::I8 | DType::U16 | DType::I16 | DType::I32 | DType::U32 => self.r(),
         }
     }
     fn label(&mut self, hint: &str) -> String {
@@ -226,6 +231,7 @@ impl<'k> Em<'k> {
             DType::F64 => "f64",
             DType::U8 => "u32",
             DType::Bool => "pred",
+            DType::I8 | DType::U16 | DType::I16 | DType::I32 | DType::U32 => "b32",
         };
         e!(self, "mov.{t} {dst}, {src}");
     }
@@ -249,6 +255,13 @@ impl<'k> Em<'k> {
             Scalar::U8(v) => {
                 let r = self.r();
                 e!(self, "mov.u32 {r}, {v}");
+                r
+            }
+            Scalar::I8(_) | Scalar::U16(_) | Scalar::I16(_) | Scalar::I32(_) | Scalar::U32(_) => {
+                // The normalised 32-bit form (sign- or zero-extended), as its bits.
+                let v = c.to_i64().expect("integer scalar") as i32 as u32;
+                let r = self.r();
+                e!(self, "mov.b32 {r}, 0x{v:08X}");
                 r
             }
             Scalar::Bool(v) => {
@@ -311,6 +324,9 @@ impl<'k> Em<'k> {
                 }
                 e!(self, "mov.b64 {f}, {j}");
                 self.canon(d, &f)
+            }
+            (UnaryOp::Neg | UnaryOp::Abs, _) if d.is_int() && d != DType::U8 => {
+                self.int_unary(op, d, x)
             }
             (UnaryOp::Neg, _) => {
                 let (t, o) = (self.r(), self.r());
@@ -427,6 +443,9 @@ impl<'k> Em<'k> {
                     };
                     e!(self, "setp.{c}.u32 {p}, {a}, {b}");
                 }
+                DType::I8 | DType::U16 | DType::I16 | DType::I32 | DType::U32 => {
+                    return self.int_compare(op, d, a, b);
+                }
                 DType::Bool => {
                     // false < true
                     let n = self.p();
@@ -505,6 +524,9 @@ impl<'k> Em<'k> {
                     o
                 }
             },
+            DType::I8 | DType::U16 | DType::I16 | DType::I32 | DType::U32 => {
+                self.int_binary(op, d, a, b)
+            }
             DType::Bool => {
                 let o = self.p();
                 let m = if matches!(op, B::And | B::Min) {
@@ -555,6 +577,10 @@ impl<'k> Em<'k> {
         use DType::*;
         if from == to {
             return x.to_string();
+        }
+        let new_int = |d: DType| d.is_int() && d != U8;
+        if new_int(from) || new_int(to) {
+            return self.int_cast(from, to, x);
         }
         match (from, to) {
             (F32, F64) => {
@@ -649,11 +675,7 @@ impl<'k> Em<'k> {
                     }
                     None => self.reg(d),
                 };
-                let t = match d {
-                    DType::F32 => "f32",
-                    DType::F64 => "f64",
-                    _ => "u8",
-                };
+                let t = int::mem_ty(d);
                 e!(self, "{}ld.{space}{nc}.{t} {o}, [{addr}]", pre(guard));
                 o
             }
@@ -665,6 +687,10 @@ impl<'k> Em<'k> {
             DType::F32 => e!(self, "st.{space}.f32 [{addr}], {v}"),
             DType::F64 => e!(self, "st.{space}.f64 [{addr}], {v}"),
             DType::U8 => e!(self, "st.{space}.u8 [{addr}], {v}"),
+            DType::I8 | DType::U16 | DType::I16 | DType::I32 | DType::U32 => {
+                let t = int::mem_ty(d);
+                e!(self, "st.{space}.{t} [{addr}], {v}")
+            }
             DType::Bool => {
                 let r = self.r();
                 e!(self, "selp.u32 {r}, 1, 0, {v}");

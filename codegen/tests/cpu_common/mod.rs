@@ -90,6 +90,15 @@ pub fn rand_scalar(r: &mut Rng, d: DType, nan_free: bool) -> Scalar {
             },
             DType::U8 => Scalar::U8(if r.below(4) == 0 { 0 } else { r.next() as u8 }),
             DType::Bool => Scalar::Bool(r.below(2) == 1),
+            d => {
+                let (lo, hi) = d.int_range().unwrap();
+                let v = match r.below(4) {
+                    0 => [lo, hi, 0, -1][r.below(4) as usize],
+                    1 => r.below(9) as i64 - 4,
+                    _ => r.next() as i64,
+                };
+                Scalar::wrap_int(d, v).unwrap()
+            }
         };
         if !(nan_free && s.to_f64().is_nan()) {
             return s;
@@ -332,6 +341,7 @@ fn from_bytes(d: DType, b: &[u8]) -> Scalar {
         DType::F64 => Scalar::F64(u64::from_le_bytes(b[..8].try_into().unwrap())),
         DType::U8 => Scalar::U8(b[0]),
         DType::Bool => Scalar::Bool(b[0] != 0),
+        d => Scalar::from_le_bytes(d, b).unwrap(),
     }
 }
 

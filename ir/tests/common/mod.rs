@@ -83,6 +83,7 @@ pub fn scalar(r: &mut Rng, dtype: DType) -> Scalar {
         }
         DType::U8 => Scalar::U8(r.next() as u8),
         DType::Bool => Scalar::Bool(r.chance(1, 2)),
+        d => Scalar::wrap_int(d, r.next() as i64).expect("integer dtype"),
     }
 }
 

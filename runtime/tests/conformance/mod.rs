@@ -25,8 +25,11 @@ use crate::common::{Rng, SPECIAL_F32};
 
 pub mod ops;
 
+pub mod int_dtypes;
+
 /// Every case, under one path for [`conformance_tests!`].
 pub mod cases {
+    pub use super::int_dtypes::*;
     pub use super::ops::*;
     pub use super::{
         grey_opening_and_a_gather_of_it, median_network_with_nan_mask,
@@ -76,7 +79,11 @@ macro_rules! conformance_tests {
             gradient_magnitude_all_modes,
             binary_erosion_structures_and_border_values,
             f64_operators,
-            large_windows_take_the_decomposed_path
+            large_windows_take_the_decomposed_path,
+            int_windows_networks_and_scans,
+            int_opening_and_tophat,
+            int_pointwise_and_casts,
+            int_grey_morphology_and_median
         );
     };
     (@cases $runners:path, $($case:ident),*) => {
@@ -212,6 +219,22 @@ pub fn data(dtype: DType, shape: &[usize], seed: u64, specials: bool) -> Tensor 
         ),
         DType::U8 => Storage::U8((0..n).map(|_| (r.next() % 256) as u8).collect()),
         DType::Bool => Storage::Bool((0..n).map(|_| r.next().is_multiple_of(3) as u8).collect()),
+        // The other integers: small values around zero (ties; signed and unsigned orders
+        // differ there), the dtype's extremes and their neighbours, and random bit patterns.
+        d => {
+            let (lo, hi) = d.int_range().unwrap();
+            let mut st = Storage::zeros(d, n);
+            for i in 0..n {
+                let k = r.next();
+                let v = match k % 8 {
+                    0 | 1 => ((k / 8) % 5) as i64 - 2,
+                    2 if specials => [lo, lo + 1, hi - 1, hi][(k / 8) as usize % 4],
+                    _ => (k >> 16) as i64,
+                };
+                st.set(i, Scalar::wrap_int(d, v).unwrap());
+            }
+            st
+        }
     };
     Tensor::from_storage(storage, shape).unwrap()
 }
@@ -232,6 +255,11 @@ pub fn cval_of(dtype: DType) -> Scalar {
         DType::F64 => Scalar::f64(f64::from_bits(0x7ff8_0000_0000_0042)),
         DType::U8 => Scalar::U8(17),
         DType::Bool => Scalar::Bool(true),
+        DType::I8 => Scalar::I8(-7),
+        DType::U16 => Scalar::U16(65000),
+        DType::I16 => Scalar::I16(-300),
+        DType::I32 => Scalar::I32(i32::MIN + 5),
+        DType::U32 => Scalar::U32(u32::MAX - 3),
     }
 }
 

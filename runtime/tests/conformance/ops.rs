@@ -45,6 +45,16 @@ fn tied(dtype: DType, shape: &[usize], seed: u64) -> Tensor {
             Tensor::from_bool((0..n).map(|_| !r.next().is_multiple_of(8)).collect(), shape)
         }
         DType::U8 => Tensor::from_u8((0..n).map(|_| (r.next() % 3) as u8).collect(), shape),
+        // The other integers: the minimum, zero and the maximum (three tied values).
+        d => {
+            let (lo, hi) = d.int_range().unwrap();
+            let mut st = kiln_runtime::Storage::zeros(d, n);
+            for i in 0..n {
+                let v = [lo, 0, hi][(r.next() % 3) as usize];
+                st.set(i, kiln_ir::Scalar::wrap_int(d, v).unwrap());
+            }
+            Tensor::from_storage(st, shape)
+        }
     }
     .unwrap()
 }

@@ -183,6 +183,11 @@ fn repeated_word(s: Scalar) -> u64 {
         Scalar::F64(v) => v.to_ne_bytes().to_vec(),
         Scalar::U8(v) => vec![v],
         Scalar::Bool(v) => vec![v as u8],
+        Scalar::I8(v) => v.to_ne_bytes().to_vec(),
+        Scalar::U16(v) => v.to_ne_bytes().to_vec(),
+        Scalar::I16(v) => v.to_ne_bytes().to_vec(),
+        Scalar::I32(v) => v.to_ne_bytes().to_vec(),
+        Scalar::U32(v) => v.to_ne_bytes().to_vec(),
     };
     let mut b = [0u8; 8];
     for (i, x) in b.iter_mut().enumerate() {
@@ -329,6 +334,8 @@ enum OutBuf {
     F64(Vec<f64>),
     U8(Vec<u8>),
     Bool(Vec<u8>),
+    /// The other integer dtypes: zero-filled storage of the full length (overwritten).
+    Other(Storage),
 }
 
 impl OutBuf {
@@ -339,6 +346,7 @@ impl OutBuf {
             DType::F64 => OutBuf::F64(fresh_vec(len)),
             DType::U8 => OutBuf::U8(fresh_vec(len)),
             DType::Bool => OutBuf::Bool(fresh_vec(len)),
+            d => OutBuf::Other(Storage::zeros(d, len)),
         }
     }
 
@@ -349,6 +357,7 @@ impl OutBuf {
             Storage::F64(v) => OutBuf::F64(v),
             Storage::U8(v) => OutBuf::U8(v),
             Storage::Bool(v) => OutBuf::Bool(v),
+            other => OutBuf::Other(other),
         }
     }
 
@@ -358,6 +367,7 @@ impl OutBuf {
             OutBuf::F32(v) => v.as_mut_ptr() as *mut u8,
             OutBuf::F64(v) => v.as_mut_ptr() as *mut u8,
             OutBuf::U8(v) | OutBuf::Bool(v) => v.as_mut_ptr(),
+            OutBuf::Other(s) => s.as_mut_ptr(),
         }
     }
 
@@ -386,6 +396,8 @@ impl OutBuf {
                     v.set_len(len);
                     Storage::Bool(v)
                 }
+                // Initialised already (zeroed or an existing storage); `len` is its length.
+                OutBuf::Other(s) => s,
             }
         }
     }

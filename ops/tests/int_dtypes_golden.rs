@@ -1,0 +1,190 @@
+//! scipy.ndimage golden references for the integer dtypes (tests/golden/int_dtypes, made by
+//! scripts/gold_int_dtypes.py): grey_erosion, grey_dilation, grey_opening, grey_closing and
+//! median_filter on int16, uint16, int32, int8 and uint32 images, every border mode, box,
+//! even and masked windows, origins, 1-D to 3-D and degenerate shapes.
+//!
+//! Exactness: every output element must equal scipy's exactly (integers have no NaN or
+//! signed zero), eager and fused, and eager and fused must agree with each other. Limits:
+//! the data is what the script generated; it runs no Python.
+
+use std::path::{Path, PathBuf};
+
+use kiln_ir::{DType, Scalar, TensorType};
+use kiln_ops::build_op;
+use kiln_runtime::fused::Engine;
+use kiln_runtime::npy::read_npy;
+use kiln_runtime::tensor::first_difference;
+use kiln_runtime::{eager, Tensor};
+
+fn golden_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/golden/int_dtypes")
+}
+
+/// `[S1..Sd]` as a `[1, 1, S1..Sd]` view of the same storage.
+fn promote(t: Tensor) -> Tensor {
+    let mut shape = vec![1, 1];
+    shape.extend_from_slice(t.shape());
+    let mut strides = vec![t.numel(), t.numel()];
+    strides.extend_from_slice(t.strides());
+    Tensor::from_parts(t.storage().clone(), &shape, &strides, t.offset()).expect("valid view")
+}
+
+struct Case {
+    name: String,
+    op: String,
+    input: String,
+    params: Vec<(String, String)>,
+}
+
+fn manifest() -> Vec<Case> {
+    let text = std::fs::read_to_string(golden_dir().join("manifest.txt"))
+        .expect("tests/golden/int_dtypes/manifest.txt (run scripts/gold_int_dtypes.py)");
+    text.lines()
+        .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
+        .map(|l| {
+            let mut it = l.split_whitespace();
+            let name = it.next().expect("case name").to_string();
+            let op = it.next().expect("op name").to_string();
+            let input = it.next().expect("input file").to_string();
+            let params = it
+                .map(|p| {
+                    let (k, v) = p.split_once('=').expect("name=value");
+                    (k.to_string(), v.to_string())
+                })
+                .collect();
+            Case {
+                name,
+                op,
+                input,
+                params,
+            }
+        })
+        .collect()
+}
+
+/// The first element where `got` and `want` differ, as a message.
+fn compare(got: &Tensor, want: &Tensor) -> Option<String> {
+    if got.shape() != want.shape() || got.dtype() != want.dtype() {
+        return Some(format!(
+            "type {}{:?} vs scipy {}{:?}",
+            got.dtype(),
+            got.shape(),
+            want.dtype(),
+            want.shape()
+        ));
+    }
+    let (g, w): (Vec<Scalar>, Vec<Scalar>) = (got.to_scalars(), want.to_scalars());
+    let bad: Vec<usize> = (0..g.len()).filter(|&i| g[i] != w[i]).collect();
+    bad.first().map(|&i| {
+        format!(
+            "{} of {} elements differ; first at flat index {i}: kiln {} vs scipy {}",
+            bad.len(),
+            g.len(),
+            g[i],
+            w[i]
+        )
+    })
+}
+
+/// Runs one case eagerly and fused; the failures found.
+fn run_case(case: &Case, engine: &Engine) -> Vec<String> {
+    let dir = golden_dir();
+    let input = promote(read_npy(dir.join(&case.input)).expect("reading input"));
+    let want = promote(read_npy(dir.join(format!("{}.out.npy", case.name))).expect("output"));
+    let ty = TensorType {
+        dtype: input.dtype(),
+        shape: input.shape().to_vec(),
+    };
+    let graph = match build_op(&case.op, &case.params, &ty) {
+        Ok(g) => g,
+        Err(e) => return vec![format!("build failed: {e}")],
+    };
+    let mut out = Vec::new();
+    let eager_out = eager::run(&graph, std::slice::from_ref(&input)).map(|mut v| v.remove(0));
+    let fused_out = engine
+        .run(&graph, std::slice::from_ref(&input))
+        .map(|mut v| v.remove(0));
+    match (&eager_out, &fused_out) {
+        (Ok(e), Ok(f)) => {
+            if let Some(d) = first_difference(e, f) {
+                out.push(format!("eager vs fused differ at {d}"));
+            }
+        }
+        (Err(e), _) => out.push(format!("eager failed: {e}")),
+        (_, Err(e)) => out.push(format!("fused failed: {e}")),
+    }
+    for (what, got) in [("eager", &eager_out), ("fused", &fused_out)] {
+        if let Ok(got) = got {
+            if let Some(why) = compare(got, &want) {
+                out.push(format!("{what}: {why}"));
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn every_int_golden_case_matches_scipy_bit_for_bit_eager_and_fused() {
+    let cases = manifest();
+    assert!(cases.len() > 500, "only {} golden cases", cases.len());
+    let engine = Engine::new();
+    let mut failures = Vec::new();
+    for case in &cases {
+        for why in run_case(case, &engine) {
+            failures.push(format!(
+                "{} ({} {:?}): {why}",
+                case.name, case.op, case.params
+            ));
+        }
+    }
+    for f in failures.iter().take(25) {
+        eprintln!("{f}");
+    }
+    assert!(
+        failures.is_empty(),
+        "{} failures over {} golden cases",
+        failures.len(),
+        cases.len()
+    );
+}
+
+/// Every operator and every integer dtype has golden coverage.
+#[test]
+fn goldens_cover_every_operator_and_int_dtype() {
+    let cases = manifest();
+    let dir = golden_dir();
+    for op in [
+        "grey_erosion",
+        "grey_dilation",
+        "grey_opening",
+        "grey_closing",
+        "median_filter",
+    ] {
+        for d in [DType::I16, DType::U16, DType::I32, DType::I8, DType::U32] {
+            let n = cases
+                .iter()
+                .filter(|c| c.op == op && c.name.contains(&format!("_{d}_")))
+                .count();
+            assert!(n >= 10, "only {n} golden cases for {op} on {d}");
+        }
+    }
+    // The inputs really have the dtype their names say.
+    for c in cases.iter().filter(|c| c.name.contains("_u16_")).take(3) {
+        let t = read_npy(dir.join(&c.input)).unwrap();
+        assert_eq!(t.dtype(), DType::U16, "{}", c.name);
+    }
+}
+
+/// The comparison can fail: a changed element of a golden output is reported.
+#[test]
+fn a_wrong_value_is_detected() {
+    let cases = manifest();
+    let c = &cases[0];
+    let want = read_npy(golden_dir().join(format!("{}.out.npy", c.name))).unwrap();
+    let mut s = want.contiguous_storage();
+    let v = s.get(0).to_i64().unwrap();
+    s.set(0, Scalar::wrap_int(want.dtype(), v + 1).unwrap());
+    let changed = Tensor::from_storage(s, want.shape()).unwrap();
+    assert!(compare(&changed, &want).is_some());
+    assert!(compare(&want, &want).is_none());
+}
