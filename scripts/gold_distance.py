@@ -150,6 +150,8 @@ def main():
     case("edt_batch", "edt", truth_values(random_mask((2, 3, 12, 13), 0.8)), sampling=[1.25, 0.75])
     case("edt_batch_u8", "edt", (random_mask((2, 1, 9, 10), 0.8) * rng.integers(1, 255, (2, 1, 9, 10))).astype(np.uint8))
     case("edt_batch_bool", "edt", random_mask((1, 2, 6, 5, 4), 0.8))
+    case("edt_batch_i32", "edt", (random_mask((2, 1, 8, 9), 0.8) * rng.integers(-5, 5, (2, 1, 8, 9))).astype(np.int32),
+         sampling=[0.5, 1.5])
     case("edt_batch_f32", "edt", truth_values(random_mask((1, 2, 11, 10), 0.8)).astype(np.float32))
 
     # --- CDT
@@ -170,6 +172,7 @@ def main():
          metric=np.array([[1, 0, 1], [0, 1, 1], [1, 1, 1]], bool))
     case("cdt_3d_array", "cdt", img(random_mask((6, 7, 5), 0.8)),
          metric=ndi.generate_binary_structure(3, 2))
+    case("cdt_u16", "cdt", (random_mask((1, 1, 9, 10), 0.8) * 300).astype(np.uint16), metric="taxicab")
     case("cdt_batch", "cdt", truth_values(random_mask((2, 2, 9, 11), 0.8)), metric="taxicab")
 
     # --- BF

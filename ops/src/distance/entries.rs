@@ -20,24 +20,6 @@ use crate::error::OpError;
 use crate::program::{Exec, Layout, Program, ProgramInfo, RunError};
 use crate::registry::Params;
 
-/// int32 storage. Until kiln has an int32 dtype (helper `dtypes`), int32 outputs are refused.
-fn i32_storage(_v: Vec<i32>) -> Result<Storage, RunError> {
-    Err(RunError::BadInput {
-        op: "distance transform",
-        problem: "int32 outputs (indices, CDT distances) need kiln's int32 dtype, not merged yet"
-            .into(),
-    })
-}
-
-/// uint32 storage (see [`i32_storage`]).
-fn u32_storage(_v: Vec<u32>) -> Result<Storage, RunError> {
-    Err(RunError::BadInput {
-        op: "distance transform",
-        problem: "uint32 outputs (BF taxicab/chessboard) need kiln's uint32 dtype, not merged yet"
-            .into(),
-    })
-}
-
 /// Output tensors of a transform over a `[B, C, S..]` input of shape `shape`.
 struct Outputs {
     list: Vec<Tensor>,
@@ -59,7 +41,7 @@ impl Outputs {
         let mut s = shape[..2].to_vec();
         s.push(shape.len() - 2);
         s.extend_from_slice(&shape[2..]);
-        self.list.push(Tensor::from_storage(i32_storage(v)?, &s)?);
+        self.list.push(Tensor::from_storage(Storage::I32(v), &s)?);
         Ok(())
     }
 }
@@ -146,7 +128,7 @@ impl Program for CdtProgram {
         );
         let mut out = Outputs::new();
         if let Some(d) = r.distances {
-            out.distances(i32_storage(d)?, &self.shape)?;
+            out.distances(Storage::I32(d), &self.shape)?;
         }
         if let Some(i) = r.indices {
             out.indices(i, &self.shape)?;
@@ -185,7 +167,7 @@ impl Program for BfProgram {
         let mut out = Outputs::new();
         match r.distances {
             Some(BfDistances::F64(d)) => out.distances(Storage::F64(d), &self.shape)?,
-            Some(BfDistances::U32(d)) => out.distances(u32_storage(d)?, &self.shape)?,
+            Some(BfDistances::U32(d)) => out.distances(Storage::U32(d), &self.shape)?,
             None => {}
         }
         if let Some(i) = r.indices {

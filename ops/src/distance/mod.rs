@@ -94,7 +94,7 @@ impl Masks {
     }
 
     /// Reads `[B, C, S1..Sd]` (any strides) through `pred` on each value converted to f64
-    /// (exact for every kiln dtype; NaN stays NaN, -0.0 stays -0.0).
+    /// (exact for every kiln dtype, 32-bit integers included; NaN stays NaN, -0.0 stays -0.0).
     pub fn from_tensor_with(
         op: &'static str,
         t: &Tensor,
@@ -105,25 +105,46 @@ impl Masks {
             return Err(bad(op, format!("input must be [B, C, S1..Sd] with 1 to {MAX_RANK} spatial axes, got shape {s:?}")));
         }
         check_shape(op, &s[2..])?;
-        let n = t.numel();
-        let mut mask = Vec::with_capacity(n);
-        let mut index = vec![0usize; s.len()];
-        let storage = t.storage();
-        for _ in 0..n {
-            let i = t.storage_index(&index);
-            mask.push(pred(match storage.as_ref() {
-                Storage::F32(v) => f64::from(v[i]),
-                Storage::F64(v) => v[i],
-                Storage::U8(v) | Storage::Bool(v) => f64::from(v[i]),
-            }));
-            edt::increment(&mut index, s);
-        }
+        let mask = match t.storage().as_ref() {
+            Storage::F32(v) => read(v, t, |x| pred(f64::from(x))),
+            Storage::F64(v) => read(v, t, &pred),
+            Storage::U8(v) | Storage::Bool(v) => read(v, t, |x| pred(f64::from(x))),
+            Storage::I8(v) => read(v, t, |x| pred(f64::from(x))),
+            Storage::U16(v) => read(v, t, |x| pred(f64::from(x))),
+            Storage::I16(v) => read(v, t, |x| pred(f64::from(x))),
+            Storage::I32(v) => read(v, t, |x| pred(f64::from(x))),
+            Storage::U32(v) => read(v, t, |x| pred(f64::from(x))),
+        };
         Ok(Masks {
             images: s[0] * s[1],
             shape: s[2..].to_vec(),
             mask,
         })
     }
+}
+
+/// `f` of every element of `t` (whose storage is `v`) in row-major logical order: one slice
+/// walk when contiguous, rows along the last axis with its stride otherwise.
+fn read<T: Copy>(v: &[T], t: &Tensor, f: impl Fn(T) -> bool) -> Vec<bool> {
+    let n = t.numel();
+    if t.is_contiguous() {
+        return v[t.offset()..t.offset() + n]
+            .iter()
+            .map(|&x| f(x))
+            .collect();
+    }
+    let shape = t.shape();
+    let last = shape.len() - 1;
+    let (len, stride) = (shape[last], t.strides()[last]);
+    let mut out = Vec::with_capacity(n);
+    let mut index = vec![0usize; shape.len()];
+    for _ in 0..n / len {
+        let base = t.storage_index(&index);
+        out.extend((0..len).map(|k| f(v[base + k * stride])));
+        index[last] = len - 1;
+        edt::increment(&mut index, shape);
+    }
+    out
 }
 
 /// Checks a spatial shape: 1 to [`MAX_RANK`] non-empty axes, indices that fit in `i32`.
