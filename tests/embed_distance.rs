@@ -19,7 +19,7 @@ fn input(name: &str) -> ArrayD<f64> {
     a.index_axis_move(Axis(0), 0).index_axis_move(Axis(0), 0)
 }
 
-fn param<'a>(name: &str, key: &str) -> Option<String> {
+fn param(name: &str, key: &str) -> Option<String> {
     gold::cases()
         .into_iter()
         .find(|c| c.name == name)
