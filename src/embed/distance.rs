@@ -16,7 +16,7 @@
 //! use kiln::embed::distance::{distance_transform_edt, distance_transform_cdt, CdtMetric};
 //! let x = ndarray::arr2(&[[0u8, 1, 1], [1, 1, 1], [1, 1, 0]]).into_dyn();
 //! let (d, i) = distance_transform_edt(x.view(), Some(&[1.0, 2.0]), true)?;
-//! assert_eq!(d[[1, 1]], 2.0);
+//! assert_eq!(d[[1, 1]], 5f64.sqrt()); // (1, 1) to (0, 0): 1 * 1 down, 1 * 2 across
 //! assert_eq!(i.unwrap().shape(), &[2, 3, 3]);
 //! let (c, _) = distance_transform_cdt(x.view(), &CdtMetric::Taxicab, false)?;
 //! assert_eq!(c[[0, 2]], 2);
