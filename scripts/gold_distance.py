@@ -38,6 +38,11 @@ def run(op, img, params):
     if op == "bf":
         return ndi.distance_transform_bf(img, metric=params["metric"], sampling=params.get("sampling"),
                                          return_indices=True)
+    if op == "signed":
+        t = params.get("threshold")
+        m = (img > t) if t is not None else img.astype(bool)
+        s = params.get("sampling")
+        return ndi.distance_transform_edt(m, sampling=s) - ndi.distance_transform_edt(~m, sampling=s), None
     raise ValueError(op)
 
 
@@ -51,6 +56,8 @@ def fmt_param(k, v):
         if a.ndim == 3:
             return "metric=" + "|".join(";".join(",".join(str(e) for e in row) for row in pl) for pl in a)
         raise ValueError("metric rank")
+    if k == "threshold":
+        return f"threshold={float(v)!r}"
     return f"{k}={v}"
 
 
@@ -64,11 +71,12 @@ def case(name, op, x, **params):
             dists.append(d)
             idxs.append(ix)
     dist = np.stack(dists).reshape((b, c) + dists[0].shape)
-    idx = np.stack(idxs).reshape((b, c) + idxs[0].shape)
-    assert idx.dtype == np.int32
     np.save(os.path.join(OUT, f"{name}.in.npy"), x)
     np.save(os.path.join(OUT, f"{name}.dist.npy"), dist)
-    np.save(os.path.join(OUT, f"{name}.idx.npy"), idx)
+    if idxs[0] is not None:
+        idx = np.stack(idxs).reshape((b, c) + idxs[0].shape)
+        assert idx.dtype == np.int32
+        np.save(os.path.join(OUT, f"{name}.idx.npy"), idx)
     lines.append(" ".join([name, op] + [fmt_param(k, v) for k, v in params.items()]))
 
 
@@ -142,6 +150,8 @@ def main():
     case("edt_batch", "edt", truth_values(random_mask((2, 3, 12, 13), 0.8)), sampling=[1.25, 0.75])
     case("edt_batch_u8", "edt", (random_mask((2, 1, 9, 10), 0.8) * rng.integers(1, 255, (2, 1, 9, 10))).astype(np.uint8))
     case("edt_batch_bool", "edt", random_mask((1, 2, 6, 5, 4), 0.8))
+    case("edt_batch_i32", "edt", (random_mask((2, 1, 8, 9), 0.8) * rng.integers(-5, 5, (2, 1, 8, 9))).astype(np.int32),
+         sampling=[0.5, 1.5])
     case("edt_batch_f32", "edt", truth_values(random_mask((1, 2, 11, 10), 0.8)).astype(np.float32))
 
     # --- CDT
@@ -162,6 +172,7 @@ def main():
          metric=np.array([[1, 0, 1], [0, 1, 1], [1, 1, 1]], bool))
     case("cdt_3d_array", "cdt", img(random_mask((6, 7, 5), 0.8)),
          metric=ndi.generate_binary_structure(3, 2))
+    case("cdt_u16", "cdt", (random_mask((1, 1, 9, 10), 0.8) * 300).astype(np.uint16), metric="taxicab")
     case("cdt_batch", "cdt", truth_values(random_mask((2, 2, 9, 11), 0.8)), metric="taxicab")
 
     # --- BF
@@ -174,6 +185,12 @@ def main():
     case("bf_2d_sampled", "bf", img(random_mask((12, 13), 0.8)), metric="euclidean", sampling=[0.3, 0.7])
     case("bf_2d_sampled_taxicab", "bf", img(random_mask((12, 13), 0.8)), metric="taxicab", sampling=[0.3, 0.7])
     case("bf_batch", "bf", truth_values(random_mask((2, 2, 7, 8), 0.8)), metric="euclidean", sampling=[2.0, 0.5])
+
+    # --- signed distance edt(m) - edt(~m)
+    smooth = np.sin(np.indices((2, 1, 19, 23)).sum(axis=0) * 0.37) + 0.2 * rng.standard_normal((2, 1, 19, 23))
+    case("signed_2d_threshold", "signed", smooth, threshold=0.25, sampling=[1.0, 0.75])
+    case("signed_2d_truth", "signed", img(random_mask((17, 15), 0.5)))
+    case("signed_3d", "signed", img(random_mask((6, 7, 8), 0.6)), threshold=0.5)
 
     with open(os.path.join(OUT, "cases.txt"), "w") as f:
         f.write(f"# scipy {scipy.__version__}, numpy {np.__version__}; written by scripts/gold_distance.py\n")

@@ -154,6 +154,11 @@ impl fmt::Debug for ProgramInfo {
 /// Every registered program. Each family adds its entries as one contiguous block.
 pub const PROGRAMS: &[ProgramInfo] = &[
     // Families add their programs here.
+    // Distance transforms (ops/src/distance).
+    crate::distance::entries::ENTRIES[0],
+    crate::distance::entries::ENTRIES[1],
+    crate::distance::entries::ENTRIES[2],
+    crate::distance::entries::ENTRIES[3],
 ];
 
 /// The registry entry of program `name`, if registered.

@@ -173,3 +173,47 @@ fn brute_force_agrees_with_edt_and_cdt_up_to_ties() {
     );
     eprintln!("{compared} pixels compared, {differing} resolved differently by the tie rules");
 }
+
+#[test]
+fn fast_edt_equals_scipys_line_code_directly() {
+    use kiln_ops::distance::{edt, edt_fast};
+    let cases: &[(&[usize], u64, &[f64])] = &[
+        (&[70, 45], 985, &[1.0, 1.0]),
+        (&[33, 64], 600, &[0.1, 3.3]),
+        (&[12, 9, 40], 990, &[1.0, 2.5, 0.7]),
+        (&[6, 5, 4, 33], 970, &[-1.5, 0.0, 1.0, 2.0]),
+        (&[1, 1, 50], 900, &[1e200, 1e-200, 3.0]),
+    ];
+    for (k, &(shape, p, s)) in cases.iter().enumerate() {
+        let m = mask(1, shape, p, 100 + k as u64);
+        assert!(
+            edt_fast::applies(&m.mask, s),
+            "case {k}: the fast path should apply"
+        );
+        let (w, f) = edt_fast::transform(&m.mask, shape, s, true);
+        let reference = edt::features_reference(&m.mask, shape, s);
+        assert_eq!(f.as_ref(), Some(&reference), "case {k}: features");
+        assert_eq!(
+            bits(&edt_fast::distances(&w)),
+            bits(&edt::distances(&reference, shape, s)),
+            "case {k}: distances"
+        );
+        let (w2, none) = edt_fast::transform(&m.mask, shape, s, false);
+        assert!(none.is_none());
+        assert_eq!(bits(&w2), bits(&w), "case {k}: without features");
+    }
+    // Non-finite sampling and no background take the reference path, also under Exec::Fused.
+    let m = mask(1, &[20, 30], 900, 5);
+    assert!(!edt_fast::applies(&m.mask, &[f64::INFINITY, 1.0]));
+    assert!(!edt_fast::applies(&[true; 10], &[1.0]));
+    let engine = Engine::new().with_threads(2);
+    for s in [[f64::INFINITY, 1.0], [f64::NAN, 2.0]] {
+        let e = edt_run(Exec::Eager, &m, &s, true, true);
+        let f = edt_run(Exec::Fused(&engine), &m, &s, true, true);
+        assert_eq!(
+            bits(e.distances.as_ref().unwrap()),
+            bits(f.distances.as_ref().unwrap())
+        );
+        assert_eq!(e.indices, f.indices);
+    }
+}

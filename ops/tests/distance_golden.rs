@@ -5,12 +5,13 @@
 mod common;
 
 use common::gold::{self, Case};
+use kiln_ir::TensorType;
 use kiln_ops::distance::{
     bf_run, cdt_run, edt_run,
     program::{parse_bf_metric, parse_cdt_metric, parse_sampling, BF_INFO, CDT_INFO, EDT_INFO},
     BfDistances, Masks,
 };
-use kiln_ops::{Exec, Params};
+use kiln_ops::{build_plan, Exec, Params};
 use kiln_runtime::npy::read_npy;
 use kiln_runtime::{fused::Engine, Storage, Tensor};
 
@@ -23,6 +24,55 @@ enum Dist {
 }
 
 fn run_case(case: &Case, exec: Exec<'_>, input: &Tensor) -> (Dist, Vec<i32>) {
+    let name = match case.op.as_str() {
+        "edt" => "distance_transform_edt",
+        "cdt" => "distance_transform_cdt",
+        "bf" => "distance_transform_bf",
+        "signed" => "signed_distance",
+        other => panic!("unknown op {other}"),
+    };
+    let mut params = case.params.clone();
+    if case.op != "signed" {
+        params.push(("return_indices".into(), "1".into()));
+    }
+    let ty = TensorType {
+        dtype: input.dtype(),
+        shape: input.shape().to_vec(),
+    };
+    let plan = build_plan(name, &params, &[ty]).unwrap();
+    let out = plan.run(exec, std::slice::from_ref(input)).unwrap();
+    assert_eq!(out.len(), plan.outputs().len(), "{}", case.name);
+    assert_eq!(
+        out[0].shape(),
+        input.shape(),
+        "{}: distances' shape",
+        case.name
+    );
+    let dist = match out[0].storage().as_ref() {
+        Storage::F64(v) => Dist::F64(v.iter().map(|d| d.to_bits()).collect()),
+        Storage::I32(v) => Dist::I32(v.clone()),
+        Storage::U32(v) => Dist::U32(v.clone()),
+        other => panic!("{}: distances of dtype {}", case.name, other.dtype()),
+    };
+    let idx = match out.get(1) {
+        None => Vec::new(),
+        Some(t) => {
+            let s = input.shape();
+            let mut want = s[..2].to_vec();
+            want.push(s.len() - 2);
+            want.extend_from_slice(&s[2..]);
+            assert_eq!(t.shape(), want.as_slice(), "{}: indices' shape", case.name);
+            match t.storage().as_ref() {
+                Storage::I32(v) => v.clone(),
+                other => panic!("{}: indices of dtype {}", case.name, other.dtype()),
+            }
+        }
+    };
+    (dist, idx)
+}
+
+/// The core transforms directly (no program), as the fast-path tests use them.
+fn run_core(case: &Case, exec: Exec<'_>, input: &Tensor) -> (Dist, Vec<i32>) {
     let m = Masks::from_tensor("test", input).unwrap();
     let rank = m.shape.len();
     match case.op.as_str() {
@@ -52,7 +102,7 @@ fn run_case(case: &Case, exec: Exec<'_>, input: &Tensor) -> (Dist, Vec<i32>) {
             };
             (d, r.indices.unwrap())
         }
-        other => panic!("unknown op {other}"),
+        _ => run_case(case, exec, input),
     }
 }
 
@@ -64,7 +114,12 @@ fn expected(case: &Case) -> (Dist, Vec<i32>) {
         "<u4" => Dist::U32(d.u32s()),
         other => panic!("{}: dtype {other}", case.name),
     };
-    (dist, gold::read(&format!("{}.idx.npy", case.name)).i32s())
+    let idx = if case.op == "signed" {
+        Vec::new()
+    } else {
+        gold::read(&format!("{}.idx.npy", case.name)).i32s()
+    };
+    (dist, idx)
 }
 
 /// The same values as `t` in a storage twice as long: element `i` at `2i + 1`, every other
@@ -72,12 +127,7 @@ fn expected(case: &Case) -> (Dist, Vec<i32>) {
 fn strided(t: &Tensor) -> Tensor {
     let n = t.numel();
     let mut st = Storage::zeros(t.dtype(), 2 * n + 1);
-    let truthy = match t.get(&vec![0; t.shape().len()]) {
-        kiln_ir::Scalar::F32(_) => kiln_ir::Scalar::F32(1.0f32.to_bits()),
-        kiln_ir::Scalar::F64(_) => kiln_ir::Scalar::F64(1.0f64.to_bits()),
-        kiln_ir::Scalar::U8(_) => kiln_ir::Scalar::U8(7),
-        kiln_ir::Scalar::Bool(_) => kiln_ir::Scalar::Bool(true),
-    };
+    let truthy = kiln_ir::Scalar::from_f64(t.dtype(), 1.0);
     for (i, s) in t.to_scalars().into_iter().enumerate() {
         st.set(2 * i, truthy);
         st.set(2 * i + 1, s);
@@ -119,6 +169,12 @@ fn every_golden_case_matches_scipy_bit_for_bit_eager_and_fused() {
             "{} (strided input): differs from scipy",
             case.name
         );
+        let got = run_core(case, Exec::Eager, &input);
+        assert!(
+            got == want,
+            "{} (core, eager): differs from scipy",
+            case.name
+        );
     }
     eprintln!(
         "{} golden cases, {checked} eager/fused runs, bit for bit",
@@ -130,7 +186,7 @@ fn every_golden_case_matches_scipy_bit_for_bit_eager_and_fused() {
 fn the_golden_cases_cover_what_the_issue_lists() {
     let cases = gold::cases();
     let has = |f: &dyn Fn(&Case) -> bool| cases.iter().any(f);
-    for op in ["edt", "cdt", "bf"] {
+    for op in ["edt", "cdt", "bf", "signed"] {
         assert!(has(&|c| c.op == op), "no {op} case");
     }
     for rank in 1..=4 {

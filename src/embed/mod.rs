@@ -17,12 +17,14 @@
 //! # Ok::<(), kiln::Error>(())
 //! ```
 
+pub mod distance;
 pub mod element;
 pub mod error;
 pub mod layout;
 pub mod op;
 pub mod pipeline;
 
+pub use distance::{distance_transform_bf, distance_transform_cdt, distance_transform_edt};
 pub use element::Element;
 pub use error::{Error, Result};
 pub use kiln_ops::Window;

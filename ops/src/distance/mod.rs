@@ -22,7 +22,10 @@
 pub mod bf;
 pub mod cdt;
 pub mod edt;
+pub mod edt_fast;
+pub mod entries;
 pub mod program;
+pub mod signed;
 
 use rayon::prelude::*;
 
@@ -87,30 +90,61 @@ impl Masks {
     /// Reads `[B, C, S1..Sd]` (any strides) truth-tested as scipy does: non-zero is true, NaN
     /// is true, -0.0 is false.
     pub fn from_tensor(op: &'static str, t: &Tensor) -> Result<Masks, RunError> {
+        Masks::from_tensor_with(op, t, |v| v != 0.0)
+    }
+
+    /// Reads `[B, C, S1..Sd]` (any strides) through `pred` on each value converted to f64
+    /// (exact for every kiln dtype, 32-bit integers included; NaN stays NaN, -0.0 stays -0.0).
+    pub fn from_tensor_with(
+        op: &'static str,
+        t: &Tensor,
+        pred: impl Fn(f64) -> bool,
+    ) -> Result<Masks, RunError> {
         let s = t.shape();
         if s.len() < 3 {
             return Err(bad(op, format!("input must be [B, C, S1..Sd] with 1 to {MAX_RANK} spatial axes, got shape {s:?}")));
         }
         check_shape(op, &s[2..])?;
-        let n = t.numel();
-        let mut mask = Vec::with_capacity(n);
-        let mut index = vec![0usize; s.len()];
-        let storage = t.storage();
-        for _ in 0..n {
-            let i = t.storage_index(&index);
-            mask.push(match storage.as_ref() {
-                Storage::F32(v) => v[i] != 0.0,
-                Storage::F64(v) => v[i] != 0.0,
-                Storage::U8(v) | Storage::Bool(v) => v[i] != 0,
-            });
-            edt::increment(&mut index, s);
-        }
+        let mask = match t.storage().as_ref() {
+            Storage::F32(v) => read(v, t, |x| pred(f64::from(x))),
+            Storage::F64(v) => read(v, t, &pred),
+            Storage::U8(v) | Storage::Bool(v) => read(v, t, |x| pred(f64::from(x))),
+            Storage::I8(v) => read(v, t, |x| pred(f64::from(x))),
+            Storage::U16(v) => read(v, t, |x| pred(f64::from(x))),
+            Storage::I16(v) => read(v, t, |x| pred(f64::from(x))),
+            Storage::I32(v) => read(v, t, |x| pred(f64::from(x))),
+            Storage::U32(v) => read(v, t, |x| pred(f64::from(x))),
+        };
         Ok(Masks {
             images: s[0] * s[1],
             shape: s[2..].to_vec(),
             mask,
         })
     }
+}
+
+/// `f` of every element of `t` (whose storage is `v`) in row-major logical order: one slice
+/// walk when contiguous, rows along the last axis with its stride otherwise.
+fn read<T: Copy>(v: &[T], t: &Tensor, f: impl Fn(T) -> bool) -> Vec<bool> {
+    let n = t.numel();
+    if t.is_contiguous() {
+        return v[t.offset()..t.offset() + n]
+            .iter()
+            .map(|&x| f(x))
+            .collect();
+    }
+    let shape = t.shape();
+    let last = shape.len() - 1;
+    let (len, stride) = (shape[last], t.strides()[last]);
+    let mut out = Vec::with_capacity(n);
+    let mut index = vec![0usize; shape.len()];
+    for _ in 0..n / len {
+        let base = t.storage_index(&index);
+        out.extend((0..len).map(|k| f(v[base + k * stride])));
+        index[last] = len - 1;
+        edt::increment(&mut index, shape);
+    }
+    out
 }
 
 /// Checks a spatial shape: 1 to [`MAX_RANK`] non-empty axes, indices that fit in `i32`.
@@ -202,6 +236,12 @@ pub fn edt_run(
 ) -> EdtResult {
     let shape = &m.shape;
     let per = each_image(exec, m.images, |i, fused| {
+        let mask = m.image(i);
+        if fused && edt_fast::applies(mask, s) {
+            let (w, feats) = edt_fast::transform(mask, shape, s, want_indices);
+            let dist = want_distances.then(|| edt_fast::distances(&w));
+            return (dist, feats.map(|f| axis_major(&f, shape.len())));
+        }
         let feats = if fused {
             edt::features_parallel(m.image(i), shape, s)
         } else {

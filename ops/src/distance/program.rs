@@ -16,6 +16,8 @@
 
 use kiln_ir::TensorType;
 
+use super::BfMetric;
+
 use crate::error::OpError;
 use crate::registry::Params;
 
@@ -145,8 +147,7 @@ fn parse_array(p: &Params<'_>, text: &str) -> Result<(Vec<usize>, Vec<f64>), OpE
 }
 
 /// `metric=` of the brute-force transform (default euclidean).
-pub fn parse_bf_metric(p: &Params<'_>) -> Result<super::BfMetric, OpError> {
-    use super::BfMetric;
+pub fn parse_bf_metric(p: &Params<'_>) -> Result<BfMetric, OpError> {
     match p.get("metric").unwrap_or("euclidean") {
         "euclidean" => Ok(BfMetric::Euclidean),
         "taxicab" | "cityblock" | "manhattan" => Ok(BfMetric::Taxicab),
@@ -188,14 +189,14 @@ const P_RETURN_INDICES: (&str, &str) = (
 );
 
 /// `distance_transform_edt`'s name and parameters.
-pub static EDT_INFO: crate::OpInfo = crate::OpInfo {
+pub const EDT_INFO: crate::OpInfo = crate::OpInfo {
     name: "distance_transform_edt",
     summary: "scipy.ndimage.distance_transform_edt: exact Euclidean distances (f64) and indices (int32), bit for bit",
     params: &[P_SAMPLING, P_RETURN_DISTANCES, P_RETURN_INDICES],
 };
 
 /// `distance_transform_cdt`'s name and parameters.
-pub static CDT_INFO: crate::OpInfo = crate::OpInfo {
+pub const CDT_INFO: crate::OpInfo = crate::OpInfo {
     name: "distance_transform_cdt",
     summary: "scipy.ndimage.distance_transform_cdt: chamfer distances (int32) and indices, bit for bit",
     params: &[
@@ -209,7 +210,7 @@ pub static CDT_INFO: crate::OpInfo = crate::OpInfo {
 };
 
 /// `distance_transform_bf`'s name and parameters.
-pub static BF_INFO: crate::OpInfo = crate::OpInfo {
+pub const BF_INFO: crate::OpInfo = crate::OpInfo {
     name: "distance_transform_bf",
     summary: "scipy.ndimage.distance_transform_bf: brute-force distances (f64 euclidean, uint32 taxicab/chessboard) and indices",
     params: &[
@@ -222,3 +223,27 @@ pub static BF_INFO: crate::OpInfo = crate::OpInfo {
         P_RETURN_INDICES,
     ],
 };
+
+/// `signed_distance`'s name and parameters.
+pub const SIGNED_INFO: crate::OpInfo = crate::OpInfo {
+    name: "signed_distance",
+    summary: "edt(m) - edt(~m) for the mask m = x > threshold (default: x != 0): f64, positive inside, the mask read once",
+    params: &[
+        (
+            "threshold",
+            "foreground where x > threshold (default: scipy's truth test, x != 0)",
+        ),
+        P_SAMPLING,
+    ],
+};
+
+/// `threshold=`: an f64 (also `nan`, `inf`), if given.
+pub fn parse_threshold(p: &Params<'_>) -> Result<Option<f64>, OpError> {
+    match p.get("threshold") {
+        None => Ok(None),
+        Some(v) => v
+            .parse::<f64>()
+            .map(Some)
+            .map_err(|_| p.bad("threshold", format!("`{v}` is not a number"))),
+    }
+}
