@@ -237,6 +237,8 @@ fn both_passes_change_no_bit() {
         ("grey_dilation", vec![("size", "128,1".into()), ("mode", "reflect".into())], DType::U8),
         ("grey_opening", vec![("size", "65,65".into()), ("mode", "mirror".into())], DType::F32),
         ("grey_closing", vec![("size", "1,200".into()), ("mode", "wrap".into()), ("origin", "0,-100".into())], DType::F32),
+        ("grey_erosion", vec![("size", "1,130".into()), ("mode", "mirror".into())], DType::F32),
+        ("grey_dilation", vec![("size", "120,1".into()), ("origin", "20,0".into())], DType::F32),
         ("binary_erosion", vec![("structure", ones(1, 70))], DType::Bool),
         ("binary_erosion", vec![("structure", ones(80, 3)), ("border_value", "1".into())], DType::Bool),
     ];

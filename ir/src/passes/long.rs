@@ -21,10 +21,13 @@
 //!   alone does it with blocks of `P'` starting at `a, a+P', …, b−P'+1`, as in `doubling`.
 //! * **Borders.** `nearest`: the window's set is `C(y)`. `constant(c)`: `C(y)` plus `c`
 //!   exactly when the window crosses an end, which `x` read at offsets `a` and `b` under
-//!   `constant(c)` adds (otherwise those reads are rows of `C(y)`). `reflect` with
-//!   `|(−a) − b| ≤ 1` and `−a, b ≤ n`, and `mirror` with `−a = b ≤ n−1`: the rows past one end
-//!   reflect once onto rows already in `C(y)` (checked for every `y`; a window crossing both
-//!   ends holds every row), so the set is `C(y)`. `wrap`, any `a ≤ b`: both chains are
+//!   `constant(c)` adds (otherwise those reads are rows of `C(y)`). `reflect` and `mirror`:
+//!   a symmetric window `[−m, m]` with `m ≤ n` (`reflect`) or `m ≤ n−1` (`mirror`) reads
+//!   exactly `C(y)`: the `j` rows past one end reflect once onto rows `[0, j−1]` (`[1, j]`),
+//!   inside `C(y)` since `j ≤ m − y ≤ m + y` (a window crossing both ends holds every row).
+//!   A window `[a, b]` is its core `[−m, m]` (`m = min(−a, b)`) plus the fewer than
+//!   [`LONG_WINDOW`] offsets left, read as one window under the mode itself; the window's
+//!   set is the union of the two. `wrap`, any `a ≤ b`: both chains are
 //!   translation invariant on the cycle, so `F` links under `wrap` give cyclic blocks and
 //!   blocks of `P ≤ k` starting at `a, a+P, …, b−P+1` cover the window exactly.
 //!
@@ -32,9 +35,10 @@
 //! idempotent, commutative and associative, so reading a row twice or in another order
 //! changes no bit. Sums and rank selections are never rewritten.
 //!
-//! Limits: windows that are not contiguous boxes (masks), reflect/mirror windows further from
-//! symmetric (non-zero origins), and windows not holding offset 0 under a non-wrap mode are
-//! left whole; `clip_windows` (which runs first) still bounds them by the image.
+//! Limits: windows that are not contiguous boxes (masks), reflect/mirror windows with
+//! [`LONG_WINDOW`] or more offsets beyond their symmetric core (origins of ±32 or more), and
+//! windows not holding offset 0 under a non-wrap mode are left whole; `clip_windows` (which
+//! runs first) still bounds them by the image.
 
 use crate::builder::GraphBuilder;
 use crate::error::BuildError;
@@ -76,11 +80,13 @@ pub fn contiguous_line(fp: &Footprint) -> Option<(usize, i64, i64)> {
 pub fn chain_eligible(border: &Border, a: i64, b: i64, n: usize) -> bool {
     let n = n as i64;
     let holds_zero = a <= 0 && 0 <= b;
+    let m = (-a).min(b);
+    let extra = (-a - b).abs();
     match border {
         Border::Wrap => a <= b,
         Border::Nearest | Border::Constant(_) => holds_zero,
-        Border::Reflect => holds_zero && (-a - b).abs() <= 1 && -a <= n && b <= n,
-        Border::Mirror => holds_zero && -a == b && b < n,
+        Border::Reflect => holds_zero && extra < LONG_WINDOW as i64 && m <= n,
+        Border::Mirror => holds_zero && extra < LONG_WINDOW as i64 && m < n,
     }
 }
 
@@ -172,6 +178,17 @@ impl Ctx<'_> {
             let p = pow2_at_most(b - a + 1);
             let f = self.links(x, p, false, Border::Wrap)?;
             return self.window(f, &block_starts(a, b, p), Border::Wrap);
+        }
+        if matches!(border, Border::Reflect | Border::Mirror) {
+            // The symmetric core as a chain, the rest (fewer than LONG_WINDOW offsets) as it is.
+            let m = (-a).min(b);
+            let core = self.clamped(x, -m, m)?;
+            let rest: Vec<i64> = (a..-m).chain(m + 1..=b).collect();
+            if rest.is_empty() {
+                return Ok(core);
+            }
+            let rest = self.window(x, &rest, border)?;
+            return self.combine(core, rest);
         }
         let mut out = self.clamped(x, a, b)?;
         if matches!(border, Border::Constant(_)) {
@@ -286,9 +303,11 @@ mod tests {
         assert!(chain_eligible(&c, 0, 90, 5));
         assert!(!chain_eligible(&Border::Nearest, 1, 90, 5));
         assert!(chain_eligible(&Border::Reflect, -50, 49, 50));
-        assert!(!chain_eligible(&Border::Reflect, -50, 48, 50));
+        assert!(chain_eligible(&Border::Reflect, -50, 10, 50));
+        assert!(!chain_eligible(&Border::Reflect, -100, 10, 50));
         assert!(!chain_eligible(&Border::Reflect, -51, 51, 50));
         assert!(chain_eligible(&Border::Mirror, -49, 49, 50));
-        assert!(!chain_eligible(&Border::Mirror, -49, 48, 50));
+        assert!(chain_eligible(&Border::Mirror, -49, 48, 50));
+        assert!(!chain_eligible(&Border::Mirror, -50, 50, 50));
     }
 }
