@@ -31,6 +31,9 @@ const STAGE_BOUND: usize = 300;
 /// Most lines a PTX module of one kernel may have.
 const PTX_LINES_BOUND: usize = 4000;
 
+/// Registry parameters, `name=value`.
+type Params<'a> = Vec<(&'a str, String)>;
+
 fn build(op: &str, params: &[(&str, String)], dtype: DType, shape: &[usize]) -> Graph {
     let params: Vec<(String, String)> = params
         .iter()
@@ -120,7 +123,9 @@ fn data(dtype: DType, shape: &[usize], seed: u64) -> Tensor {
     let f = window_data(shape, seed, true);
     match dtype {
         DType::F32 => f,
-        _ => eager::run(&cast_graph(shape, dtype), &[f]).unwrap().remove(0),
+        _ => eager::run(&cast_graph(shape, dtype), &[f])
+            .unwrap()
+            .remove(0),
     }
 }
 
@@ -145,14 +150,24 @@ fn ones(rows: usize, cols: usize) -> String {
 fn issue_cases_run_fused_and_match_eager() {
     let p = |s: &str| vec![("size", s.to_string())];
     let pm = |s: &str, m: &str| vec![("size", s.to_string()), ("mode", m.to_string())];
-    let cases: Vec<(&str, Vec<(&str, String)>, DType, Vec<usize>)> = vec![
+    let cases: Vec<(&str, Params, DType, Vec<usize>)> = vec![
         ("grey_erosion", p("9999,1"), DType::F32, vec![1, 1, 1, 1]),
-        ("grey_erosion", pm("9999,1", "wrap"), DType::F32, vec![1, 1, 1, 1]),
+        (
+            "grey_erosion",
+            pm("9999,1", "wrap"),
+            DType::F32,
+            vec![1, 1, 1, 1],
+        ),
         ("grey_erosion", p("3001,1"), DType::F32, vec![1, 1, 1, 1]),
         ("grey_erosion", p("1,8205"), DType::F32, vec![1, 1, 1, 1]),
         ("grey_erosion", p("1,8205"), DType::F32, vec![1, 1, 3, 70]),
         ("grey_erosion", p("10001,1"), DType::F32, vec![1, 1, 90, 3]),
-        ("grey_dilation", pm("9999,1", "wrap"), DType::F32, vec![1, 1, 5, 4]),
+        (
+            "grey_dilation",
+            pm("9999,1", "wrap"),
+            DType::F32,
+            vec![1, 1, 5, 4],
+        ),
         (
             "binary_erosion",
             vec![("structure", ones(250, 250))],
@@ -230,17 +245,69 @@ fn extreme_windows_have_bounded_stages_and_match_eager() {
 /// the fused engine with each pass on and off, against eager on the original.
 #[test]
 fn both_passes_change_no_bit() {
-    let cases: Vec<(&str, Vec<(&str, String)>, DType)> = vec![
-        ("grey_erosion", vec![("size", "1,100".into()), ("origin", "0,-49".into())], DType::F32),
-        ("grey_erosion", vec![("size", "1,100".into()), ("origin", "0,49".into()), ("mode", "nearest".into())], DType::F32),
-        ("grey_dilation", vec![("size", "100,1".into()), ("mode", "constant".into()), ("cval", "nan".into())], DType::F64),
-        ("grey_dilation", vec![("size", "128,1".into()), ("mode", "reflect".into())], DType::U8),
-        ("grey_opening", vec![("size", "65,65".into()), ("mode", "mirror".into())], DType::F32),
-        ("grey_closing", vec![("size", "1,200".into()), ("mode", "wrap".into()), ("origin", "0,-100".into())], DType::F32),
-        ("grey_erosion", vec![("size", "1,130".into()), ("mode", "mirror".into())], DType::F32),
-        ("grey_dilation", vec![("size", "120,1".into()), ("origin", "20,0".into())], DType::F32),
-        ("binary_erosion", vec![("structure", ones(1, 70))], DType::Bool),
-        ("binary_erosion", vec![("structure", ones(80, 3)), ("border_value", "1".into())], DType::Bool),
+    let cases: Vec<(&str, Params, DType)> = vec![
+        (
+            "grey_erosion",
+            vec![("size", "1,100".into()), ("origin", "0,-49".into())],
+            DType::F32,
+        ),
+        (
+            "grey_erosion",
+            vec![
+                ("size", "1,100".into()),
+                ("origin", "0,49".into()),
+                ("mode", "nearest".into()),
+            ],
+            DType::F32,
+        ),
+        (
+            "grey_dilation",
+            vec![
+                ("size", "100,1".into()),
+                ("mode", "constant".into()),
+                ("cval", "nan".into()),
+            ],
+            DType::F64,
+        ),
+        (
+            "grey_dilation",
+            vec![("size", "128,1".into()), ("mode", "reflect".into())],
+            DType::U8,
+        ),
+        (
+            "grey_opening",
+            vec![("size", "65,65".into()), ("mode", "mirror".into())],
+            DType::F32,
+        ),
+        (
+            "grey_closing",
+            vec![
+                ("size", "1,200".into()),
+                ("mode", "wrap".into()),
+                ("origin", "0,-100".into()),
+            ],
+            DType::F32,
+        ),
+        (
+            "grey_erosion",
+            vec![("size", "1,130".into()), ("mode", "mirror".into())],
+            DType::F32,
+        ),
+        (
+            "grey_dilation",
+            vec![("size", "120,1".into()), ("origin", "20,0".into())],
+            DType::F32,
+        ),
+        (
+            "binary_erosion",
+            vec![("structure", ones(1, 70))],
+            DType::Bool,
+        ),
+        (
+            "binary_erosion",
+            vec![("structure", ones(80, 3)), ("border_value", "1".into())],
+            DType::Bool,
+        ),
     ];
     for shape in [[1usize, 1, 1, 1], [1, 1, 37, 41], [1, 1, 131, 150]] {
         for (op, params, dtype) in &cases {
@@ -295,7 +362,12 @@ fn long_windows_become_chains() {
         },
     );
     assert_eq!(windows(&clip), vec![8205]);
-    let g1 = build("grey_erosion", &[("size", "1,8205".into())], DType::F32, &[1, 1, 4, 5]);
+    let g1 = build(
+        "grey_erosion",
+        &[("size", "1,8205".into())],
+        DType::F32,
+        &[1, 1, 4, 5],
+    );
     let clip = optimize_with(
         &g1,
         StageStorage::DevicePasses,
@@ -332,4 +404,3 @@ fn ptx_of_extreme_windows_is_bounded() {
         println!("SKIP: ptxas not found (set KILN_PTXAS): PTX line counts checked, assembly not");
     }
 }
-

@@ -107,7 +107,10 @@ fn clip_axis(set: &[i64], n: usize, border: &Border) -> Vec<i64> {
             }
         }
     }
-    let c: BTreeSet<i64> = set.iter().map(|&o| canonical_offset(o, n, border)).collect();
+    let c: BTreeSet<i64> = set
+        .iter()
+        .map(|&o| canonical_offset(o, n, border))
+        .collect();
     c.into_iter().collect()
 }
 

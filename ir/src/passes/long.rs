@@ -71,8 +71,7 @@ pub fn contiguous_line(fp: &Footprint) -> Option<(usize, i64, i64)> {
     along.sort_unstable();
     along.dedup();
     let (a, b) = (along[0], along[along.len() - 1]);
-    (along.len() == fp.offsets.len() && (b - a + 1) as usize == along.len())
-        .then_some((axis, a, b))
+    (along.len() == fp.offsets.len() && (b - a + 1) as usize == along.len()).then_some((axis, a, b))
 }
 
 /// Whether [`chain`] is exact for `[a, b]` on an axis of length `n` under `border` (see the
@@ -247,7 +246,15 @@ pub fn long_windows(graph: &Graph) -> Graph {
                 return None;
             }
             let rank = footprint.rank();
-            return Some(Ctx { b, op: *op, rank, axis }.chain(x, lo, hi, *border));
+            return Some(
+                Ctx {
+                    b,
+                    op: *op,
+                    rank,
+                    axis,
+                }
+                .chain(x, lo, hi, *border),
+            );
         }
         let axes = box_axes(footprint).filter(|a| a.iter().filter(|s| s.len() > 1).count() >= 2)?;
         let rank = axes.len();

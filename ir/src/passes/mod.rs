@@ -1,8 +1,8 @@
 //! Graph passes. Each pass is a function `Graph -> Graph` (or `Graph -> Partition` for the
 //! fusion scheduler) in a file of its own.
 
-pub mod columns;
 pub mod clip;
+pub mod columns;
 pub mod cse;
 pub mod dce;
 pub mod decompose;
@@ -11,8 +11,8 @@ pub mod fuse;
 pub mod long;
 pub mod prune;
 
-pub use columns::share_columns;
 pub use clip::clip_windows;
+pub use columns::share_columns;
 pub use cse::cse;
 pub use dce::dce;
 pub use decompose::decompose;
