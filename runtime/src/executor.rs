@@ -18,7 +18,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use kiln_codegen::lower::lower;
 use kiln_codegen::{CodegenError, CompileOptions, Kernel};
-use kiln_ir::passes::{fuse, optimize_for, FusedGroup, Partition, StageStorage};
+use kiln_ir::passes::{fuse, optimize_with, FusedGroup, Partition, StageStorage, WindowBounds};
 use kiln_ir::{Graph, Node, NodeId, NodeKind};
 use thiserror::Error;
 
@@ -40,7 +40,16 @@ pub struct Lowered {
 
 /// Optimises `graph` for `storage`, fuses it and lowers every group.
 pub fn lower_graph(graph: &Graph, storage: StageStorage) -> Result<Lowered, CodegenError> {
-    let optimized = optimize_for(graph, storage);
+    lower_graph_with(graph, storage, WindowBounds::default())
+}
+
+/// [`lower_graph`] with the window-bounding passes switched by `bounds`.
+pub fn lower_graph_with(
+    graph: &Graph,
+    storage: StageStorage,
+    bounds: WindowBounds,
+) -> Result<Lowered, CodegenError> {
+    let optimized = optimize_with(graph, storage, bounds);
     let partition = fuse(&optimized);
     let kernels = partition
         .groups
@@ -273,7 +282,11 @@ impl<B: Backend> Executor<B> {
 
     /// Runs the pipeline for the backend and compiles every kernel through the cache.
     pub fn compile(&self, graph: &Graph) -> Result<Program<B>, B::Error> {
-        let lowered = lower_graph(graph, self.backend.stage_storage())?;
+        let lowered = lower_graph_with(
+            graph,
+            self.backend.stage_storage(),
+            self.backend.window_bounds(),
+        )?;
         let artifacts = lowered
             .kernels
             .iter()

@@ -11,6 +11,7 @@
 //! self-tests. Limits: the CUDA executor reads only [`Tuning::compile`].
 
 use kiln_codegen::CompileOptions;
+use kiln_ir::passes::WindowBounds;
 
 use crate::fused::{INLINE_WORK, SCRATCH_BUDGET};
 
@@ -29,6 +30,8 @@ pub struct Tuning {
     pub scratch_budget: usize,
     /// Whether graphs are optimised with the `double_windows` pass.
     pub window_doubling: bool,
+    /// Which window-bounding passes run (`clip_windows`, `long_windows`; both by default).
+    pub window_bounds: WindowBounds,
     /// Whether kernels are recompiled in the background (bigger steps, clean-input
     /// specialisations).
     pub tiering: bool,
@@ -43,6 +46,7 @@ impl Default for Tuning {
             inline_work: None,
             scratch_budget: SCRATCH_BUDGET,
             window_doubling: true,
+            window_bounds: WindowBounds::default(),
             tiering: true,
             compile: CompileOptions::default(),
         }

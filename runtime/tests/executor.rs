@@ -106,6 +106,10 @@ fn the_engine_knobs_set_its_tuning() {
         .with_scratch_budget(1)
         .with_inline_work(7)
         .with_window_doubling(false)
+        .with_window_bounds(kiln_ir::passes::WindowBounds {
+            clip: false,
+            chains: true,
+        })
         .with_tiering(false)
         .with_threads(1);
     let want = Tuning {
@@ -113,6 +117,10 @@ fn the_engine_knobs_set_its_tuning() {
         inline_work: Some(7),
         scratch_budget: 1,
         window_doubling: false,
+        window_bounds: kiln_ir::passes::WindowBounds {
+            clip: false,
+            chains: true,
+        },
         tiering: false,
         compile: CompileOptions::default(),
     };

@@ -1,20 +1,24 @@
 //! Graph passes. Each pass is a function `Graph -> Graph` (or `Graph -> Partition` for the
 //! fusion scheduler) in a file of its own.
 
+pub mod clip;
 pub mod columns;
 pub mod cse;
 pub mod dce;
 pub mod decompose;
 pub mod doubling;
 pub mod fuse;
+pub mod long;
 pub mod prune;
 
+pub use clip::clip_windows;
 pub use columns::share_columns;
 pub use cse::cse;
 pub use dce::dce;
 pub use decompose::decompose;
 pub use doubling::double_windows;
 pub use fuse::{fuse, FusedGroup, GroupKind, Partition};
+pub use long::long_windows;
 pub use prune::{eval_network, prune, prune_network, PrunedNetwork};
 
 use crate::graph::Graph;
@@ -31,6 +35,26 @@ pub enum StageStorage {
     DevicePasses,
 }
 
+/// Switches of the passes that bound a window's code by the image and by `log₂` of its
+/// length (issue 27); both on by default, off only for A/B runs and the tests that check
+/// they change no bit.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct WindowBounds {
+    /// Run [`clip_windows`]: offsets the border cannot tell apart on the image dropped.
+    pub clip: bool,
+    /// Run [`long_windows`]: windows of [`long::LONG_WINDOW`] offsets or more as chains.
+    pub chains: bool,
+}
+
+impl Default for WindowBounds {
+    fn default() -> Self {
+        WindowBounds {
+            clip: true,
+            chains: true,
+        }
+    }
+}
+
 /// The optimisation pipeline of the CPU engine: [`optimize_for`] with
 /// [`StageStorage::ScratchRows`].
 pub fn optimize(graph: &Graph) -> Graph {
@@ -38,12 +62,19 @@ pub fn optimize(graph: &Graph) -> Graph {
 }
 
 /// The optimisation pipeline every executor of fused kernels runs before [`fuse()`]:
-/// `cse → dce → prune → share_columns → decompose → [double_windows] → cse → dce`, where
+/// `cse → dce → prune → share_columns → clip_windows → decompose → long_windows →
+/// [double_windows] → cse → dce`, where
 /// `double_windows` runs only for [`StageStorage::ScratchRows`] (on a GPU its chain of stages
 /// would cost a memory pass per link). Each pass preserves the graph's bits exactly (see each
 /// pass's documentation).
 pub fn optimize_for(graph: &Graph, storage: StageStorage) -> Graph {
     optimize_traced(graph, storage, |_, _| {})
+}
+
+/// [`optimize_for`] with the window-bounding passes switched by `bounds`: `clip_windows`
+/// runs before `decompose`, `long_windows` after it (both on by default).
+pub fn optimize_with(graph: &Graph, storage: StageStorage, bounds: WindowBounds) -> Graph {
+    optimize_traced_with(graph, storage, bounds, |_, _| {})
 }
 
 /// Re-adds `node` to `b` with its operands renumbered through `map` (old id → new id): the
@@ -96,6 +127,16 @@ type Pass = fn(&Graph) -> Graph;
 pub fn optimize_traced(
     graph: &Graph,
     storage: StageStorage,
+    after: impl FnMut(&str, &Graph),
+) -> Graph {
+    optimize_traced_with(graph, storage, WindowBounds::default(), after)
+}
+
+/// [`optimize_traced`] with the window-bounding passes switched by `bounds`.
+pub fn optimize_traced_with(
+    graph: &Graph,
+    storage: StageStorage,
+    bounds: WindowBounds,
     mut after: impl FnMut(&str, &Graph),
 ) -> Graph {
     let mut steps: Vec<(&str, Pass)> = vec![
@@ -103,8 +144,14 @@ pub fn optimize_traced(
         ("dce", dce),
         ("prune", prune),
         ("share_columns", share_columns),
-        ("decompose", decompose),
     ];
+    if bounds.clip {
+        steps.push(("clip_windows", clip_windows));
+    }
+    steps.push(("decompose", decompose));
+    if bounds.chains {
+        steps.push(("long_windows", long_windows));
+    }
     if storage == StageStorage::ScratchRows {
         steps.push(("double_windows", double_windows));
     }

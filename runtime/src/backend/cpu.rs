@@ -131,6 +131,10 @@ impl Backend for CpuBackend {
         }
     }
 
+    fn window_bounds(&self) -> kiln_ir::passes::WindowBounds {
+        self.tuning.window_bounds
+    }
+
     fn compile_options(&self) -> &CompileOptions {
         &self.tuning.compile
     }

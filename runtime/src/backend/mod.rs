@@ -43,6 +43,12 @@ pub trait Backend {
     /// (`kiln_ir::passes::optimize_for`).
     fn stage_storage(&self) -> StageStorage;
 
+    /// Which window-bounding passes the pipeline runs (`kiln_ir::passes::optimize_with`);
+    /// both unless a backend's tuning turns one off.
+    fn window_bounds(&self) -> kiln_ir::passes::WindowBounds {
+        kiln_ir::passes::WindowBounds::default()
+    }
+
     /// The options kernels are compiled with (part of the cache key).
     fn compile_options(&self) -> &CompileOptions;
 

@@ -36,7 +36,7 @@ use kiln_ir::{Graph, NodeId, NodeKind};
 use crate::backend::cpu::{CpuArtifact, CpuBackend};
 use crate::backend::{Backend, CodeImage};
 use crate::eager::check_inputs;
-use crate::executor::{fresh_copy, lock, lower_graph, walk_groups, Executor, Lowered};
+use crate::executor::{fresh_copy, lock, lower_graph_with, walk_groups, Executor, Lowered};
 use crate::tensor::{Storage, Tensor};
 use crate::tuning::Tuning;
 use crate::RuntimeError;
@@ -134,6 +134,13 @@ impl Engine {
         self.tune(|t| t.window_doubling = on)
     }
 
+    /// Switches the window-bounding passes (`kiln_ir::passes::clip_windows` and
+    /// `long_windows`, both on by default); for A/B runs and tests. Results do not depend
+    /// on it, only compile time and speed (and whether an extreme window fits the JIT limit).
+    pub fn with_window_bounds(self, bounds: kiln_ir::passes::WindowBounds) -> Engine {
+        self.tune(|t| t.window_bounds = bounds)
+    }
+
     /// With `false`, no kernel is recompiled in the background (bigger steps, the
     /// clean-input specialisation; see [`Upgrade`]). Results do not depend on it, only
     /// speed.
@@ -213,7 +220,11 @@ impl Engine {
             optimized,
             partition,
             kernels: forms,
-        } = lower_graph(graph, self.exec.backend().stage_storage())?;
+        } = lower_graph_with(
+            graph,
+            self.exec.backend().stage_storage(),
+            self.exec.backend().window_bounds(),
+        )?;
         let mut kernels = Vec::with_capacity(forms.len());
         let mut upgrades = Vec::with_capacity(forms.len());
         for kernel in forms {
