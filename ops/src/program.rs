@@ -154,6 +154,29 @@ impl fmt::Debug for ProgramInfo {
 /// Every registered program. Each family adds its entries as one contiguous block.
 pub const PROGRAMS: &[ProgramInfo] = &[
     // Families add their programs here.
+    // Morphology family (helper morph): fixpoints of fused binary kernels / flood fills.
+    ProgramInfo {
+        info: crate::OpInfo {
+            name: "binary_propagation",
+            summary:
+                "scipy.ndimage.binary_propagation: dilation until nothing changes, within mask",
+            params: crate::morphology_registry::PROPAGATION_PARAMS,
+        },
+        layout: Layout::Image,
+        inputs: &["input", "mask"],
+        build: crate::morphology_registry::build_propagation,
+    },
+    ProgramInfo {
+        info: crate::OpInfo {
+            name: "binary_fill_holes",
+            summary:
+                "scipy.ndimage.binary_fill_holes: NOT of the background reachable from outside",
+            params: crate::morphology_registry::FILL_HOLES_PARAMS,
+        },
+        layout: Layout::Image,
+        inputs: &["input"],
+        build: crate::morphology_registry::build_fill_holes,
+    },
 ];
 
 /// The registry entry of program `name`, if registered.
