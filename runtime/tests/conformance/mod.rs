@@ -76,7 +76,8 @@ macro_rules! conformance_tests {
             gradient_magnitude_all_modes,
             binary_erosion_structures_and_border_values,
             f64_operators,
-            large_windows_take_the_decomposed_path
+            large_windows_take_the_decomposed_path,
+            morphology_tophats_and_binary_family
         );
     };
     (@cases $runners:path, $($case:ident),*) => {
