@@ -1,6 +1,7 @@
 //! The morphology family's error cases (each a typed `OpError`/`RunError`, never a panic or
 //! a hang), its structuring-element tools against scipy 1.17's arrays, the one-kernel
 //! fusion of the derived operators, and the flood fill against the eager fixpoint loop.
+#![allow(clippy::cloned_ref_to_slice_refs)] // `&[t.clone()]` reads as "one input of type t".
 
 use kiln_ir::{DType, GraphBuilder, TensorType};
 use kiln_ops::{
