@@ -332,6 +332,13 @@ pub struct BinaryChain {
     stages: Vec<BinaryFixpoint>,
 }
 
+impl BinaryChain {
+    /// Runs `stages` in order (each with the chain's mask, if any). At least one stage.
+    pub fn new(stages: Vec<BinaryFixpoint>) -> Option<BinaryChain> {
+        (!stages.is_empty()).then_some(BinaryChain { stages })
+    }
+}
+
 impl Program for BinaryChain {
     fn name(&self) -> &'static str {
         self.stages[0].name
