@@ -145,6 +145,9 @@ impl BinaryFixpoint {
 
 /// The truth-tested values of `t` (row-major).
 fn truth_values(t: &Tensor) -> Vec<bool> {
+    if let Ok(a) = t.to_ndarray::<bool>() {
+        return a.into_iter().collect();
+    }
     t.to_scalars()
         .into_iter()
         .map(|s| match s {
@@ -240,6 +243,10 @@ impl Program for BinaryFixpoint {
             };
             Tensor::from_bool(r, &shape)?
         };
+        if self.kind == BinaryKind::FillHoles && !exec.is_eager() {
+            let v = truth_values(&out).into_iter().map(|v| !v).collect();
+            return Ok(vec![Tensor::from_bool(v, &shape)?]);
+        }
         if self.kind == BinaryKind::FillHoles {
             let mut b = GraphBuilder::new();
             let x = b.input(DType::Bool, &shape).map_err(OpError::from)?;
