@@ -260,6 +260,33 @@ fn op_cases() -> Vec<OpCase> {
                     p(&[("structure", "1,1;1,1"), ("origin", "-1,0")]),
                 );
             }
+            // Morphology family (helper morph).
+            "binary_dilation" | "binary_opening" | "binary_closing" => {
+                for spatial in [1, 2, 3] {
+                    for bv in ["0", "1"] {
+                        push(op, spatial, DType::Bool, p(&[("border_value", bv)]));
+                    }
+                    push(op, spatial, DType::F32, p(&[("iterations", "2")]));
+                }
+                push(
+                    op,
+                    2,
+                    DType::Bool,
+                    p(&[("structure", "1,0;1,1"), ("origin", "-1,0")]),
+                );
+            }
+            "binary_hit_or_miss" => {
+                for spatial in [1, 2, 3] {
+                    push(op, spatial, DType::Bool, vec![]);
+                    push(op, spatial, DType::U8, p(&[("origin1", "1")]));
+                }
+                push(
+                    op,
+                    2,
+                    DType::Bool,
+                    p(&[("structure1", "1,1,1;1,1,1;1,1,1")]),
+                );
+            }
             _ => {
                 for (spatial, d, params) in scipy_window_cases() {
                     push(op, spatial, d, params);

@@ -1,9 +1,10 @@
 //! Grey and binary morphology with scipy.ndimage semantics, N-D over the spatial axes.
 //!
-//! Only flat structuring elements are supported: scipy's `size=` or `footprint=`; scipy's
-//! `structure=` (a non-flat element whose values are added/subtracted) is not.
+//! Flat structuring elements (scipy's `size=` or `footprint=`); scipy's non-flat
+//! `structure=` and the derived operators are in [`crate::morphology_grey`], the rest of the
+//! binary family in [`crate::morphology_binary`].
 
-use kiln_ir::{Border, DType, GraphBuilder, NodeId, ReduceOp, Scalar};
+use kiln_ir::{Border, GraphBuilder, NodeId, ReduceOp};
 
 use crate::error::OpError;
 use crate::median::checked_type;
@@ -68,13 +69,13 @@ pub fn grey_closing(
     grey_erosion(b, d, window, border)
 }
 
-/// scipy.ndimage's `binary_erosion(x, structure, iterations=1, border_value, origin)` on a
-/// bool tensor: `out[i]` is true iff every true entry `j` of the structure has
-/// `x[i + j - size/2 - origin]` true, reads outside the image giving `border_value`
-/// (`window_reduce(All, x, footprint, constant(border_value))`). `structure = None` is
-/// scipy's default, the cross `generate_binary_structure(rank, 1)`; `origin` replaces any
-/// origin set on `structure` (empty means 0). Only one iteration and
-/// no `mask` are supported. The structure must have at least one true entry.
+/// scipy.ndimage's `binary_erosion(x, structure, iterations=1, border_value, origin)`:
+/// `out[i]` is true iff every true entry `j` of the structure has `x[i + j - size/2 -
+/// origin]` true, reads outside the image giving `border_value`. Non-bool inputs are
+/// truth-tested as scipy does (NaN true, -0.0 false). `structure = None` is scipy's default,
+/// the cross `generate_binary_structure(rank, 1)`; `origin` replaces any origin set on
+/// `structure` (empty means 0). The structure must have at least one true entry. Iterations:
+/// [`crate::binary_erosion_with`]; masks and fixpoints: [`crate::BinaryFixpoint`].
 pub fn binary_erosion(
     b: &mut GraphBuilder,
     x: NodeId,
@@ -82,25 +83,14 @@ pub fn binary_erosion(
     border_value: bool,
     origin: &[i64],
 ) -> Result<NodeId, OpError> {
-    const OP: &str = "binary_erosion";
-    let ty = checked_type(b, x)?;
-    let rank = spatial_rank(OP, &ty, 1)?;
-    if ty.dtype != DType::Bool {
-        return Err(OpError::BadInput {
-            op: OP,
-            problem: format!("input must be bool, got {}", ty.dtype),
-        });
-    }
-    let window = match structure {
-        Some(s) => s.clone(),
-        None => Window::cross(rank),
-    }
-    .with_origin(origin);
-    let w = window.resolve(OP, rank)?;
-    Ok(b.window_reduce(
+    crate::morphology_binary::binary_erosion_with(
+        b,
         x,
-        ReduceOp::All,
-        &w.footprint(),
-        Border::Constant(Scalar::Bool(border_value)),
-    )?)
+        &crate::morphology_binary::BinaryArgs {
+            structure: structure.cloned(),
+            iterations: 1,
+            border_value,
+            origin: origin.to_vec(),
+        },
+    )
 }

@@ -159,6 +159,29 @@ pub const PROGRAMS: &[ProgramInfo] = &[
     crate::distance::entries::ENTRIES[1],
     crate::distance::entries::ENTRIES[2],
     crate::distance::entries::ENTRIES[3],
+    // Morphology family (helper morph): fixpoints of fused binary kernels / flood fills.
+    ProgramInfo {
+        info: crate::OpInfo {
+            name: "binary_propagation",
+            summary:
+                "scipy.ndimage.binary_propagation: dilation until nothing changes, within mask",
+            params: crate::morphology_registry::PROPAGATION_PARAMS,
+        },
+        layout: Layout::Image,
+        inputs: &["input", "mask"],
+        build: crate::morphology_registry::build_propagation,
+    },
+    ProgramInfo {
+        info: crate::OpInfo {
+            name: "binary_fill_holes",
+            summary:
+                "scipy.ndimage.binary_fill_holes: NOT of the background reachable from outside",
+            params: crate::morphology_registry::FILL_HOLES_PARAMS,
+        },
+        layout: Layout::Image,
+        inputs: &["input"],
+        build: crate::morphology_registry::build_fill_holes,
+    },
 ];
 
 /// The registry entry of program `name`, if registered.

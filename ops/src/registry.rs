@@ -4,8 +4,8 @@
 //! - `k=3` or `k=3,5` (kornia kernel size; two values are `ky,kx`);
 //! - `size=3` (every spatial axis) or `size=3,5` (one per spatial axis);
 //! - `footprint=1,0,1;0,1,0;1,0,1`: `,` separates entries of a row (last axis), `;` rows
-//!   (second-last axis), `|` planes (third-last axis); `structure=` is the same for
-//!   `binary_erosion`;
+//!   (second-last axis), `|` planes (third-last axis); `structure=` is the same for the
+//!   binary operators and holds numbers for the grey ones (non-flat elements);
 //! - `mode=reflect` (scipy names, see [`kiln_ir::Border::from_mode_name`]), `cval=0.5`
 //!   (also `nan`, `inf`, `-inf`; converted to the input dtype like a cast from f64);
 //! - `origin=0` or `origin=-1,0`; `border_value=0|1`.
@@ -15,7 +15,7 @@ use kiln_ir::{Border, DType, Graph, GraphBuilder, Scalar, TensorType};
 use crate::error::OpError;
 use crate::gradient::gradient_magnitude;
 use crate::median::{median_blur_hw, median_filter};
-use crate::morphology::{binary_erosion, grey_closing, grey_dilation, grey_erosion, grey_opening};
+use crate::morphology::{grey_closing, grey_dilation, grey_erosion, grey_opening};
 use crate::window::Window;
 
 /// Description of one registered operator and its parameters.
@@ -66,40 +66,73 @@ pub const OPS: &[OpInfo] = &[
     OpInfo {
         name: "grey_erosion",
         summary: "scipy.ndimage.grey_erosion with a flat footprint (minimum filter)",
-        params: SCIPY_WINDOW,
+        params: crate::morphology_registry::GREY_PARAMS,
     },
     OpInfo {
         name: "grey_dilation",
         summary: "scipy.ndimage.grey_dilation with a flat footprint (maximum over the reflected footprint)",
-        params: SCIPY_WINDOW,
+        params: crate::morphology_registry::GREY_PARAMS,
     },
     OpInfo {
         name: "grey_opening",
         summary: "scipy.ndimage.grey_opening: dilation of the erosion",
-        params: SCIPY_WINDOW,
+        params: crate::morphology_registry::GREY_PARAMS,
     },
     OpInfo {
         name: "grey_closing",
         summary: "scipy.ndimage.grey_closing: erosion of the dilation",
-        params: SCIPY_WINDOW,
+        params: crate::morphology_registry::GREY_PARAMS,
     },
     OpInfo {
         name: "gradient_magnitude",
         summary: "sqrt(dx*dx + dy*dy) with central differences over the last two spatial axes",
         params: &[P_MODE, P_CVAL],
     },
+    // Morphology family (helper morph): binary and derived grey operators.
     OpInfo {
         name: "binary_erosion",
-        summary: "scipy.ndimage.binary_erosion on bool input, one iteration",
-        params: &[
-            (
-                "structure",
-                "boolean structure, same syntax as footprint (default: the radius-1 cross)",
-            ),
-            ("footprint", "alias of structure"),
-            ("border_value", "0 (default) or 1: the value outside the image"),
-            P_ORIGIN,
-        ],
+        summary: "scipy.ndimage.binary_erosion (truth-tested input, 1 to 64 iterations; masks and fixpoints: programs)",
+        params: crate::morphology_registry::BINARY_PARAMS,
+    },
+    OpInfo {
+        name: "binary_dilation",
+        summary: "scipy.ndimage.binary_dilation (reflected structure; 1 to 64 iterations)",
+        params: crate::morphology_registry::BINARY_PARAMS,
+    },
+    OpInfo {
+        name: "binary_opening",
+        summary: "scipy.ndimage.binary_opening: dilation of the erosion, one kernel",
+        params: crate::morphology_registry::BINARY_PARAMS,
+    },
+    OpInfo {
+        name: "binary_closing",
+        summary: "scipy.ndimage.binary_closing: erosion of the dilation, one kernel",
+        params: crate::morphology_registry::BINARY_PARAMS,
+    },
+    OpInfo {
+        name: "binary_hit_or_miss",
+        summary: "scipy.ndimage.binary_hit_or_miss: erosion by structure1 and not any under structure2",
+        params: crate::morphology_registry::HIT_OR_MISS_PARAMS,
+    },
+    OpInfo {
+        name: "white_tophat",
+        summary: "scipy.ndimage.white_tophat: x - opening (XOR on bool), one kernel",
+        params: crate::morphology_registry::GREY_PARAMS,
+    },
+    OpInfo {
+        name: "black_tophat",
+        summary: "scipy.ndimage.black_tophat: closing - x (XOR on bool), one kernel",
+        params: crate::morphology_registry::GREY_PARAMS,
+    },
+    OpInfo {
+        name: "morphological_gradient",
+        summary: "scipy.ndimage.morphological_gradient: dilation - erosion in the input dtype",
+        params: crate::morphology_registry::GREY_PARAMS,
+    },
+    OpInfo {
+        name: "morphological_laplace",
+        summary: "scipy.ndimage.morphological_laplace: ((dilation + erosion) - x) - x in the input dtype",
+        params: crate::morphology_registry::GREY_PARAMS,
     },
 ];
 
@@ -113,7 +146,16 @@ pub fn op_names() -> &'static [&'static str] {
         "grey_opening",
         "grey_closing",
         "gradient_magnitude",
+        // Morphology family (helper morph).
         "binary_erosion",
+        "binary_dilation",
+        "binary_opening",
+        "binary_closing",
+        "binary_hit_or_miss",
+        "white_tophat",
+        "black_tophat",
+        "morphological_gradient",
+        "morphological_laplace",
     ];
     NAMES
 }
@@ -170,21 +212,9 @@ pub fn build_op(
             let border = p.border(DType::F64)?;
             gradient_magnitude(&mut b, x, border)?
         }
-        "binary_erosion" => {
-            if p.get("structure").is_some() && p.get("footprint").is_some() {
-                return Err(p.bad("structure", "give structure or footprint, not both"));
-            }
-            let structure = match p.footprint("structure", rank)? {
-                Some(s) => Some(s),
-                None => p.footprint("footprint", rank)?,
-            };
-            let border_value = match p.get("border_value") {
-                None | Some("0") => false,
-                Some("1") => true,
-                Some(_) => return Err(p.bad("border_value", "must be 0 or 1")),
-            };
-            let origin = p.i64s("origin")?.unwrap_or_default();
-            binary_erosion(&mut b, x, structure.as_ref(), border_value, &origin)?
+        // Morphology family (helper morph).
+        name if crate::morphology_registry::handles(name, &p) => {
+            crate::morphology_registry::build(name, &p, &mut b, x, input)?
         }
         _ => {
             let window = p.window(rank)?;

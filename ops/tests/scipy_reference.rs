@@ -150,9 +150,19 @@ fn every_reference_case_matches_scipy_bit_for_bit_eager_and_fused() {
 #[test]
 fn reference_covers_every_scipy_operator() {
     let cases = manifest();
+    // The morphology family's goldens live in tests/golden/morphology (morphology_reference.rs).
+    let morph = std::fs::read_to_string(reference_dir().join("../golden/morphology/manifest.txt"))
+        .expect("tests/golden/morphology/manifest.txt (run scripts/gold_morphology.py)");
+    let morph_ops: Vec<&str> = morph
+        .lines()
+        .filter(|l| !l.starts_with('#'))
+        .filter_map(|l| l.split_whitespace().nth(1))
+        .collect();
     for op in kiln_ops::op_names().iter().filter(|&&o| o != "median_blur") {
         assert!(
-            cases.iter().filter(|c| c.op == *op).count() >= 10,
+            cases.iter().filter(|c| c.op == *op).count()
+                + morph_ops.iter().filter(|o| *o == op).count()
+                >= 10,
             "too few reference cases for {op}"
         );
     }

@@ -210,6 +210,23 @@ pub fn workloads() -> Vec<Workload> {
             &img,
             13,
         ),
+        // Morphology family (helper morph): issue 28's fused derived operators.
+        Workload::new(
+            "white_tophat15_2048",
+            "white_tophat",
+            &[("size", "15")],
+            F32,
+            &img,
+            14,
+        ),
+        Workload::new(
+            "u8_morph_gradient3_2048",
+            "morphological_gradient",
+            &[("size", "3")],
+            U8,
+            &img,
+            15,
+        ),
     ]
 }
 

@@ -21,6 +21,7 @@ pub mod distance;
 pub mod element;
 pub mod error;
 pub mod layout;
+pub mod morphology;
 pub mod op;
 pub mod pipeline;
 
@@ -29,5 +30,8 @@ pub use element::Element;
 pub use error::{Error, Result};
 pub use kiln_ops::Window;
 pub use layout::Layout;
+pub use morphology::{
+    binary_fill_holes, binary_morphology, binary_propagation, BinaryMorphology, BinaryOptions,
+};
 pub use op::{IntoWindow, Mode, Op, OpKind};
 pub use pipeline::{shared_engine, Pipeline};

@@ -4,8 +4,8 @@
 //! Scope: [`Op`] names one operator and its parameters; [`Op::append`] appends its nodes to a
 //! graph through the same `kiln_ops` builder functions the registry calls, so an `Op` computes
 //! exactly what `kiln run` computes for the same parameters (exactness is the operators' own,
-//! documented in `kiln_ops`). Limits: scipy's non-flat `structure=` for grey morphology and
-//! `iterations`/`mask` for binary erosion are not offered, as `kiln_ops` has none.
+//! documented in `kiln_ops`). Limits: binary `mask` and `iterations < 1` (fixpoints) are not
+//! graphs: see [`crate::embed::morphology`].
 
 use kiln_ir::{Border, DType, GraphBuilder, NodeId, Scalar};
 use kiln_ops::Window;
@@ -126,6 +126,23 @@ pub enum OpKind {
     GradientMagnitude,
     /// kornia.filters.median_blur (zero padding, lower median, NaN on non-finite windows).
     MedianBlur,
+    // Morphology family (helper morph).
+    /// scipy.ndimage.binary_dilation (1 to 64 iterations, no mask).
+    BinaryDilation,
+    /// scipy.ndimage.binary_opening (1 to 64 iterations, no mask).
+    BinaryOpening,
+    /// scipy.ndimage.binary_closing (1 to 64 iterations, no mask).
+    BinaryClosing,
+    /// scipy.ndimage.binary_hit_or_miss.
+    BinaryHitOrMiss,
+    /// scipy.ndimage.white_tophat: `x - opening` (XOR on bool).
+    WhiteTophat,
+    /// scipy.ndimage.black_tophat: `closing - x` (XOR on bool).
+    BlackTophat,
+    /// scipy.ndimage.morphological_gradient: `dilation - erosion`.
+    MorphologicalGradient,
+    /// scipy.ndimage.morphological_laplace: `((dilation + erosion) - x) - x`.
+    MorphologicalLaplace,
 }
 
 impl OpKind {
@@ -140,6 +157,15 @@ impl OpKind {
             OpKind::BinaryErosion => "binary_erosion",
             OpKind::GradientMagnitude => "gradient_magnitude",
             OpKind::MedianBlur => "median_blur",
+            // Morphology family (helper morph).
+            OpKind::BinaryDilation => "binary_dilation",
+            OpKind::BinaryOpening => "binary_opening",
+            OpKind::BinaryClosing => "binary_closing",
+            OpKind::BinaryHitOrMiss => "binary_hit_or_miss",
+            OpKind::WhiteTophat => "white_tophat",
+            OpKind::BlackTophat => "black_tophat",
+            OpKind::MorphologicalGradient => "morphological_gradient",
+            OpKind::MorphologicalLaplace => "morphological_laplace",
         }
     }
 }
@@ -160,6 +186,12 @@ pub struct Op {
     mode: Option<Mode>,
     cval: f64,
     border_value: bool,
+    /// Binary operators' `iterations` (1 to 64 in a graph).
+    iterations: usize,
+    /// Grey operators' non-flat `structure` values (row-major over the window).
+    structure: Option<Vec<f64>>,
+    /// binary_hit_or_miss's `structure2` (`None`: NOT structure1).
+    structure2: Option<Window>,
 }
 
 impl Op {
@@ -171,6 +203,9 @@ impl Op {
             mode: None,
             cval: 0.0,
             border_value: false,
+            iterations: 1,
+            structure: None,
+            structure2: None,
         }
     }
 
@@ -214,6 +249,68 @@ impl Op {
     /// kornia's median_blur with a `ky x kx` kernel over the last two axes (f32/f64).
     pub fn median_blur(ky: usize, kx: usize) -> Op {
         Op::new(OpKind::MedianBlur, Some(Window::size(&[ky, kx])))
+    }
+
+    // Morphology family (helper morph).
+    /// scipy.ndimage.binary_dilation on bool arrays (`structure: None`: the cross); the
+    /// structure is reflected and the origin negated, as scipy does.
+    pub fn binary_dilation(structure: Option<Window>) -> Op {
+        Op::new(OpKind::BinaryDilation, structure)
+    }
+
+    /// scipy.ndimage.binary_opening on bool arrays: dilation of the erosion (one kernel).
+    pub fn binary_opening(structure: Option<Window>) -> Op {
+        Op::new(OpKind::BinaryOpening, structure)
+    }
+
+    /// scipy.ndimage.binary_closing on bool arrays: erosion of the dilation (one kernel).
+    pub fn binary_closing(structure: Option<Window>) -> Op {
+        Op::new(OpKind::BinaryClosing, structure)
+    }
+
+    /// scipy.ndimage.binary_hit_or_miss on bool arrays: erosion by `structure1` (default the
+    /// cross) and no true value under `structure2` (default NOT structure1, not reflected,
+    /// outside counts as false). [`Op::origin`] sets origin1 and origin2 alike.
+    pub fn binary_hit_or_miss(structure1: Option<Window>, structure2: Option<Window>) -> Op {
+        let mut op = Op::new(OpKind::BinaryHitOrMiss, structure1);
+        op.structure2 = structure2;
+        op
+    }
+
+    /// scipy.ndimage.white_tophat: `x - grey_opening(x)` in the input dtype (XOR on bool).
+    pub fn white_tophat(window: impl IntoWindow) -> Op {
+        Op::new(OpKind::WhiteTophat, Some(window.into_window()))
+    }
+
+    /// scipy.ndimage.black_tophat: `grey_closing(x) - x` in the input dtype (XOR on bool).
+    pub fn black_tophat(window: impl IntoWindow) -> Op {
+        Op::new(OpKind::BlackTophat, Some(window.into_window()))
+    }
+
+    /// scipy.ndimage.morphological_gradient: `grey_dilation(x) - grey_erosion(x)` (wrapping
+    /// for u8; bool refused).
+    pub fn morphological_gradient(window: impl IntoWindow) -> Op {
+        Op::new(OpKind::MorphologicalGradient, Some(window.into_window()))
+    }
+
+    /// scipy.ndimage.morphological_laplace: `((dilation + erosion) - x) - x` (wrapping for
+    /// u8; bool refused).
+    pub fn morphological_laplace(window: impl IntoWindow) -> Op {
+        Op::new(OpKind::MorphologicalLaplace, Some(window.into_window()))
+    }
+
+    /// Sets the binary operators' `iterations` (1 to 64; masks and `iterations < 1` are
+    /// [`crate::embed::morphology`]'s functions).
+    pub fn iterations(mut self, n: usize) -> Op {
+        self.iterations = n;
+        self
+    }
+
+    /// Sets the grey operators' non-flat `structure`: one value per entry of the window's
+    /// shape, row-major (erosion subtracts, dilation adds, in f64; f32/f64 input only).
+    pub fn structure(mut self, values: &[f64]) -> Op {
+        self.structure = Some(values.to_vec());
+        self
     }
 
     /// Sets scipy's `mode` (not taken by `binary_erosion` or `median_blur`).
@@ -309,6 +406,30 @@ impl Op {
                 let w = self.window.clone().unwrap_or_else(|| Window::cross(rank));
                 add(&mut h, window_halo(&w, &origin, false)?);
             }
+            // Morphology family (helper morph): every stage's reach, summed.
+            OpKind::BinaryDilation
+            | OpKind::BinaryOpening
+            | OpKind::BinaryClosing
+            | OpKind::BinaryHitOrMiss => {
+                let w = self.window.clone().unwrap_or_else(|| Window::cross(rank));
+                let n = match self.kind {
+                    OpKind::BinaryHitOrMiss => 1,
+                    _ => self.iterations.max(1),
+                };
+                for _ in 0..n {
+                    if self.kind != OpKind::BinaryDilation {
+                        add(&mut h, window_halo(&w, &origin, false)?);
+                    }
+                    if self.kind != OpKind::BinaryHitOrMiss {
+                        add(&mut h, window_halo(&w, &origin, true)?);
+                    }
+                }
+                if let Some(w2) = &self.structure2 {
+                    add(&mut h, window_halo(w2, &origin, false)?);
+                } else if self.kind == OpKind::BinaryHitOrMiss {
+                    add(&mut h, window_halo(&w, &origin, false)?);
+                }
+            }
             kind => {
                 let w = self
                     .window
@@ -318,7 +439,12 @@ impl Op {
                 let dil = |h: &mut Vec<_>| window_halo(w, &origin, true).map(|x| add(h, x));
                 match kind {
                     OpKind::GreyDilation => dil(&mut h)?,
-                    OpKind::GreyOpening | OpKind::GreyClosing => {
+                    OpKind::GreyOpening
+                    | OpKind::GreyClosing
+                    | OpKind::WhiteTophat
+                    | OpKind::BlackTophat
+                    | OpKind::MorphologicalGradient
+                    | OpKind::MorphologicalLaplace => {
                         ero(&mut h)?;
                         dil(&mut h)?;
                     }
@@ -358,16 +484,91 @@ impl Op {
                 .ok_or_else(|| Error::Internal(format!("{name} without a window")))?;
             Ok(w.with_origin(&origin))
         };
+        // Morphology family (helper morph): setters only some operators take.
+        let grey = matches!(
+            self.kind,
+            OpKind::GreyErosion
+                | OpKind::GreyDilation
+                | OpKind::GreyOpening
+                | OpKind::GreyClosing
+                | OpKind::WhiteTophat
+                | OpKind::BlackTophat
+                | OpKind::MorphologicalGradient
+                | OpKind::MorphologicalLaplace
+        );
+        if self.structure.is_some() && !grey {
+            return Err(Error::Input(format!("{name}: takes no non-flat structure")));
+        }
+        let iterated = matches!(
+            self.kind,
+            OpKind::BinaryErosion
+                | OpKind::BinaryDilation
+                | OpKind::BinaryOpening
+                | OpKind::BinaryClosing
+        );
+        if self.iterations != 1 && !iterated {
+            return Err(Error::Input(format!("{name}: takes no iterations")));
+        }
+        let grey_el = || -> Result<kiln_ops::GreyElement> {
+            Ok(kiln_ops::GreyElement {
+                window: window()?,
+                values: self.structure.clone(),
+            })
+        };
+        let binary_args = || kiln_ops::BinaryArgs {
+            structure: self.window.clone(),
+            iterations: self.iterations,
+            border_value: self.border_value,
+            origin: origin.clone(),
+        };
         Ok(match self.kind {
+            // Morphology family (helper morph).
+            OpKind::BinaryDilation => {
+                no_mode("its border is border_value")?;
+                kiln_ops::binary_dilation(b, x, &binary_args())?
+            }
+            OpKind::BinaryOpening => {
+                no_mode("its border is border_value")?;
+                kiln_ops::binary_opening(b, x, &binary_args())?
+            }
+            OpKind::BinaryClosing => {
+                no_mode("its border is border_value")?;
+                kiln_ops::binary_closing(b, x, &binary_args())?
+            }
+            OpKind::BinaryHitOrMiss => {
+                no_mode("outside counts as false")?;
+                kiln_ops::binary_hit_or_miss(
+                    b,
+                    x,
+                    self.window.as_ref(),
+                    self.structure2.as_ref(),
+                    &origin,
+                    None,
+                )?
+            }
+            OpKind::WhiteTophat => kiln_ops::white_tophat(b, x, &grey_el()?, border)?,
+            OpKind::BlackTophat => kiln_ops::black_tophat(b, x, &grey_el()?, border)?,
+            OpKind::MorphologicalGradient => {
+                kiln_ops::morphological_gradient(b, x, &grey_el()?, border)?
+            }
+            OpKind::MorphologicalLaplace => {
+                kiln_ops::morphological_laplace(b, x, &grey_el()?, border)?
+            }
             OpKind::MedianFilter => kiln_ops::median_filter(b, x, &window()?, border)?,
-            OpKind::GreyErosion => kiln_ops::grey_erosion(b, x, &window()?, border)?,
-            OpKind::GreyDilation => kiln_ops::grey_dilation(b, x, &window()?, border)?,
-            OpKind::GreyOpening => kiln_ops::grey_opening(b, x, &window()?, border)?,
-            OpKind::GreyClosing => kiln_ops::grey_closing(b, x, &window()?, border)?,
+            OpKind::GreyErosion => kiln_ops::grey_erosion_el(b, x, &grey_el()?, border)?,
+            OpKind::GreyDilation => kiln_ops::grey_dilation_el(b, x, &grey_el()?, border)?,
+            OpKind::GreyOpening => {
+                let e = kiln_ops::grey_erosion_el(b, x, &grey_el()?, border)?;
+                kiln_ops::grey_dilation_el(b, e, &grey_el()?, border)?
+            }
+            OpKind::GreyClosing => {
+                let d = kiln_ops::grey_dilation_el(b, x, &grey_el()?, border)?;
+                kiln_ops::grey_erosion_el(b, d, &grey_el()?, border)?
+            }
             OpKind::GradientMagnitude => kiln_ops::gradient_magnitude(b, x, border)?,
             OpKind::BinaryErosion => {
                 no_mode("its border is border_value")?;
-                kiln_ops::binary_erosion(b, x, self.window.as_ref(), self.border_value, &origin)?
+                kiln_ops::binary_erosion_with(b, x, &binary_args())?
             }
             OpKind::MedianBlur => {
                 no_mode("kornia pads with zeros")?;

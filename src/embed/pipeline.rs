@@ -265,6 +265,11 @@ impl Pipeline {
             .iter()
             .map(|o| match o.kind() {
                 super::OpKind::MedianBlur | super::OpKind::BinaryErosion => Mode::Constant,
+                // Morphology family (helper morph): binary borders are border_value.
+                super::OpKind::BinaryDilation
+                | super::OpKind::BinaryOpening
+                | super::OpKind::BinaryClosing
+                | super::OpKind::BinaryHitOrMiss => Mode::Constant,
                 _ => o.border_mode(),
             })
             .collect()

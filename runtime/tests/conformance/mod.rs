@@ -94,7 +94,8 @@ macro_rules! conformance_tests {
             int_opening_and_tophat,
             int_pointwise_and_casts,
             int_grey_morphology_and_median,
-            extern_line_functions_along_every_axis
+            extern_line_functions_along_every_axis,
+            morphology_tophats_and_binary_family
         );
     };
     (@cases $runners:path, $($case:ident),*) => {

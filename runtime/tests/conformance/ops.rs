@@ -206,3 +206,30 @@ pub fn large_windows_take_the_decomposed_path(runners: &[&dyn Runner]) {
         }
     }
 }
+
+// Morphology family (helper morph).
+/// The derived morphology operators (tophats, gradient, laplace, binary dilation/opening/
+/// closing/hit-or-miss): each a multi-stage fused kernel over the same input.
+pub fn morphology_tophats_and_binary_family(runners: &[&dyn Runner]) {
+    for op in ["white_tophat", "black_tophat"] {
+        for mode in ["reflect", "constant"] {
+            let params = [("size", "3".into()), ("mode", mode.into())];
+            for dtype in [DType::F32, DType::U8, DType::Bool] {
+                check_op(runners, op, &params, dtype);
+            }
+        }
+        let params = [("structure", "0,1,0;1,2.5,1;0,1,0".into())];
+        check_op(runners, op, &params, DType::F64);
+    }
+    for op in ["morphological_gradient", "morphological_laplace"] {
+        check_op(runners, op, &[("size", "3".into())], DType::U8);
+        check_op(runners, op, &[("size", "2,3".into())], DType::F32);
+    }
+    for op in ["binary_dilation", "binary_opening", "binary_closing"] {
+        for bv in ["0", "1"] {
+            let params = [("iterations", "2".into()), ("border_value", bv.into())];
+            check_op(runners, op, &params, DType::Bool);
+        }
+    }
+    check_op(runners, "binary_hit_or_miss", &[], DType::Bool);
+}
