@@ -10,6 +10,8 @@ pub mod builder;
 pub mod error;
 pub mod graph;
 pub mod line;
+pub mod math;
+pub mod math_ref;
 pub mod network;
 pub mod parser;
 pub mod passes;

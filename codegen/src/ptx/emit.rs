@@ -20,6 +20,9 @@ macro_rules! e {
 #[path = "line.rs"]
 mod line;
 
+/// exp and log (a child module: it uses this module's private emitter).
+mod math;
+
 /// Which version of a stage program to emit.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Path {
@@ -339,6 +342,8 @@ impl<'k> Em<'k> {
                 e!(self, "not.pred {p}, {x}");
                 p
             }
+            (UnaryOp::Exp, _) => self.exp(d, x),
+            (UnaryOp::Log, _) => self.log(d, x),
         }
     }
 

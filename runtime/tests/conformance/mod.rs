@@ -23,10 +23,12 @@ use kiln_runtime::{Storage, Tensor};
 
 use crate::common::{Rng, SPECIAL_F32};
 
+pub mod math;
 pub mod ops;
 
 /// Every case, under one path for [`conformance_tests!`].
 pub mod cases {
+    pub use super::math::*;
     pub use super::ops::*;
     pub use super::{
         grey_opening_and_a_gather_of_it, median_network_with_nan_mask,
@@ -76,7 +78,8 @@ macro_rules! conformance_tests {
             gradient_magnitude_all_modes,
             binary_erosion_structures_and_border_values,
             f64_operators,
-            large_windows_take_the_decomposed_path
+            large_windows_take_the_decomposed_path,
+            exp_and_log_pointwise_stencils_and_reductions
         );
     };
     (@cases $runners:path, $($case:ident),*) => {
