@@ -14,6 +14,7 @@ pub mod morphology;
 pub mod network;
 pub mod program;
 pub mod registry;
+pub mod sinkhorn;
 pub mod window;
 
 pub use error::OpError;
@@ -23,4 +24,5 @@ pub use morphology::{binary_erosion, grey_closing, grey_dilation, grey_erosion, 
 pub use network::{selection_network, Network};
 pub use program::{build_plan, Exec, Layout, OpPlan, Program, ProgramInfo, RunError, PROGRAMS};
 pub use registry::{all_names, build_op, op_info, op_names, OpInfo, Params, OPS};
+pub use sinkhorn::{build_cost_matrix, Sinkhorn, SinkhornOptions};
 pub use window::{ResolvedWindow, Window};

@@ -154,6 +154,18 @@ impl fmt::Debug for ProgramInfo {
 /// Every registered program. Each family adds its entries as one contiguous block.
 pub const PROGRAMS: &[ProgramInfo] = &[
     // Families add their programs here.
+    // sinkhorn (issue 30)
+    ProgramInfo {
+        info: crate::OpInfo {
+            name: "sinkhorn",
+            summary:
+                "batched entropic optimal transport (POT's sinkhorn_knopp / sinkhorn_log order)",
+            params: crate::sinkhorn::SINKHORN_PARAMS,
+        },
+        layout: Layout::Raw,
+        inputs: &["a", "b", "cost"],
+        build: crate::sinkhorn::build_sinkhorn,
+    },
 ];
 
 /// The registry entry of program `name`, if registered.
