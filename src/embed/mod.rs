@@ -22,6 +22,7 @@ pub mod error;
 pub mod layout;
 pub mod op;
 pub mod pipeline;
+pub mod sinkhorn;
 
 pub use element::Element;
 pub use error::{Error, Result};
@@ -29,3 +30,4 @@ pub use kiln_ops::Window;
 pub use layout::Layout;
 pub use op::{IntoWindow, Mode, Op, OpKind};
 pub use pipeline::{shared_engine, Pipeline};
+pub use sinkhorn::{cost_matrix, sinkhorn, SinkhornResult};
