@@ -35,6 +35,7 @@ fn main() -> Result<(), kiln::embed::Error> {
         tol: 1e-9,
         log_domain: true,
         plan: false,
+        grad: false,
     };
     let fast = sinkhorn(a.view(), b.view(), cost.view().into_dyn(), opts, true)?;
     let reference = sinkhorn(a.view(), b.view(), cost.view().into_dyn(), opts, false)?;

@@ -5,7 +5,15 @@
 //! Outputs, in order: `cost[B]` (transport cost `Σ_ij M_ij P_ij` of the returned plan), `f[B, n]`
 //! and `g[B, m]` (dual potentials: `eps·log u`, `eps·log v`, or `eps·u`, `eps·v` in the log
 //! domain), `niter[B]` (POT's `log["niter"]`: the index of the last iteration run, stored as
-//! f64 whatever the input dtype), and `plan[B, n, m]` when `plan=true`.
+//! f64 whatever the input dtype), `plan[B, n, m]` when `plan=true` or `grad=true`, then
+//! `grad_a[B, n]`, `grad_b[B, m]` when `grad=true`.
+//!
+//! Gradients: the ones POT's `ot.solve(..., grad="envelope")` sets, d/dM = P,
+//! d/da = eps·(l_u - mean(l_u)), d/db = eps·(l_v - mean(l_v)) with `l_u`, `l_v` the log
+//! potentials (`log u`, `log v`, or `u`, `v` in the log domain). By the envelope theorem they
+//! are the gradient of the entropic value `<P, M> + eps·Σ P log P` at the fixed point (on the
+//! simplex: defined up to a constant shift, hence centred; POT's default KL objective
+//! differs by `eps·log a_i`). Exact only at convergence (tested against finite differences).
 //!
 //! Algorithms (one sample; `K_ij = exp(M_ij / (-eps))`, `Mr_ij = (-M_ij) / eps`):
 //! - standard form, POT's `sinkhorn_knopp` update order: `u = 1/n`, `v = 1/m`; per iteration
@@ -139,6 +147,8 @@ pub struct SinkhornOptions {
     pub log_domain: bool,
     /// Also return the plan.
     pub plan: bool,
+    /// Also return the envelope gradients (and the plan, the gradient w.r.t. the cost).
+    pub grad: bool,
 }
 
 impl Default for SinkhornOptions {
@@ -149,6 +159,7 @@ impl Default for SinkhornOptions {
             tol: 1e-9,
             log_domain: false,
             plan: false,
+            grad: false,
         }
     }
 }
@@ -157,6 +168,8 @@ impl Default for SinkhornOptions {
 struct Solved<T> {
     f: Vec<T>,
     g: Vec<T>,
+    grad_a: Vec<T>,
+    grad_b: Vec<T>,
     cost: T,
     niter: usize,
     plan: Vec<T>,
@@ -405,19 +418,38 @@ fn finish<T: Real>(p: &Problem<'_, T>, k: &[T], s: usize, st: State<T>) -> Solve
     for (c, q) in cost.iter().zip(&plan) {
         total = total + *c * *q;
     }
-    let pot = |x: T| {
+    let logs = |x: &[T]| -> Vec<T> {
         if p.opts.log_domain {
-            p.eps * x
+            x.to_vec()
         } else {
-            p.eps * x.klog()
+            x.iter().map(|&v| v.klog()).collect()
         }
     };
+    let (lu, lv) = (logs(&st.u), logs(&st.v));
+    // Envelope gradients: eps * (log potential - its mean), the mean summed in index order.
+    let centred = |l: &[T]| -> Vec<T> {
+        if !p.opts.grad {
+            return Vec::new();
+        }
+        let mut sum = T::ZERO;
+        for &x in l {
+            sum = sum + x;
+        }
+        let mean = sum / T::from_f64(l.len() as f64);
+        l.iter().map(|&x| p.eps * (x - mean)).collect()
+    };
     Solved {
-        f: st.u.iter().map(|&x| pot(x)).collect(),
-        g: st.v.iter().map(|&x| pot(x)).collect(),
+        f: lu.iter().map(|&x| p.eps * x).collect(),
+        g: lv.iter().map(|&x| p.eps * x).collect(),
+        grad_a: centred(&lu),
+        grad_b: centred(&lv),
         cost: total,
         niter: st.niter,
-        plan: if p.opts.plan { plan } else { Vec::new() },
+        plan: if p.opts.plan || p.opts.grad {
+            plan
+        } else {
+            Vec::new()
+        },
     }
 }
 
@@ -527,12 +559,15 @@ fn run_typed<T: Real>(
     let mut g = Vec::with_capacity(batch * m);
     let mut it = Vec::with_capacity(batch);
     let mut plan = Vec::new();
+    let (mut ga, mut gb) = (Vec::new(), Vec::new());
     for s in solved {
         cost.push(s.cost);
         f.extend(s.f);
         g.extend(s.g);
         it.push(s.niter as f64);
         plan.extend(s.plan);
+        ga.extend(s.grad_a);
+        gb.extend(s.grad_b);
     }
     let mut out = vec![
         Tensor::from_storage(wrap(cost), &[batch])?,
@@ -540,8 +575,12 @@ fn run_typed<T: Real>(
         Tensor::from_storage(wrap(g), &[batch, m])?,
         Tensor::from_storage(Storage::F64(it), &[batch])?,
     ];
-    if opts.plan {
+    if opts.plan || opts.grad {
         out.push(Tensor::from_storage(wrap(plan), &[batch, n, m])?);
+    }
+    if opts.grad {
+        out.push(Tensor::from_storage(wrap(ga), &[batch, n])?);
+        out.push(Tensor::from_storage(wrap(gb), &[batch, m])?);
     }
     Ok(out)
 }
@@ -584,8 +623,12 @@ impl Program for Sinkhorn {
 
     fn outputs(&self) -> Vec<&'static str> {
         let mut o = vec!["cost", "f", "g", "niter"];
-        if self.opts.plan {
+        if self.opts.plan || self.opts.grad {
             o.push("plan");
+        }
+        if self.opts.grad {
+            o.push("grad_a");
+            o.push("grad_b");
         }
         o
     }
@@ -643,6 +686,10 @@ pub const SINKHORN_PARAMS: &[(&str, &str)] = &[
         "plan",
         "true: also output the plan [B, n, m] (default false)",
     ),
+    (
+        "grad",
+        "true: also output the plan (d/dcost) and grad_a, grad_b (envelope gradients)",
+    ),
 ];
 
 fn parse<T: std::str::FromStr>(
@@ -675,12 +722,14 @@ pub fn options_from_params(p: &Params<'_>) -> Result<SinkhornOptions, OpError> {
     }
     let log_domain = parse::<bool>(p, "log_domain", "true or false")?.unwrap_or(false);
     let plan = parse::<bool>(p, "plan", "true or false")?.unwrap_or(false);
+    let grad = parse::<bool>(p, "grad", "true or false")?.unwrap_or(false);
     Ok(SinkhornOptions {
         eps,
         max_iter,
         tol,
         log_domain,
         plan,
+        grad,
     })
 }
 

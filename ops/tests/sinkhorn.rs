@@ -230,3 +230,110 @@ fn cost_matrix_of_a_grid() {
     assert!(kiln_ops::build_cost_matrix(&[0, 3], 2.0).is_err());
     assert!(kiln_ops::build_cost_matrix(&[3], -1.0).is_err());
 }
+
+/// The entropic value `<P, M> + eps·Σ P log P` whose envelope gradients POT's `ot.solve`
+/// sets (the centred potentials are its gradient w.r.t. a and b on the simplex).
+fn value(plan: &[f64], _a: &[f64], _b: &[f64], c: &[f64], eps: f64) -> f64 {
+    let mut v = 0.0;
+    for (&p, &cost) in plan.iter().zip(c) {
+        v += p * cost + eps * if p > 0.0 { p * p.ln() } else { 0.0 };
+    }
+    v
+}
+
+/// Envelope gradients against central finite differences of the converged value, along
+/// directions that keep the masses (the gradients are defined up to a constant shift).
+#[test]
+fn envelope_gradients_match_finite_differences() {
+    use kiln_runtime::Tensor;
+    let (n, m, eps) = (6usize, 5usize, 0.2);
+    let a0: Vec<f64> = (0..n).map(|i| 1.0 + 0.3 * i as f64).collect();
+    let b0: Vec<f64> = (0..m).map(|j| 2.0 - 0.2 * j as f64).collect();
+    let norm = |v: Vec<f64>| {
+        let s: f64 = v.iter().sum();
+        v.into_iter().map(|x| x / s).collect::<Vec<_>>()
+    };
+    let (a0, b0) = (norm(a0), norm(b0));
+    let c0: Vec<f64> = (0..n * m)
+        .map(|k| ((k / m) as f64 / n as f64 - (k % m) as f64 / m as f64).powi(2))
+        .collect();
+    for log_domain in [false, true] {
+        let solve = |a: &[f64], b: &[f64], c: &[f64]| {
+            let t =
+                |v: &[f64], s: &[usize]| Tensor::from_storage(Storage::F64(v.to_vec()), s).unwrap();
+            let types = [
+                TensorType {
+                    dtype: DType::F64,
+                    shape: vec![1, n],
+                },
+                TensorType {
+                    dtype: DType::F64,
+                    shape: vec![1, m],
+                },
+                TensorType {
+                    dtype: DType::F64,
+                    shape: vec![n, m],
+                },
+            ];
+            let params: Vec<(String, String)> = [
+                ("eps", "0.2"),
+                ("tol", "1e-14"),
+                ("max_iter", "100000"),
+                ("grad", "true"),
+                ("log_domain", if log_domain { "true" } else { "false" }),
+            ]
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+            let plan = build_plan("sinkhorn", &params, &types).unwrap();
+            plan.run(Exec::Eager, &[t(a, &[1, n]), t(b, &[1, m]), t(c, &[n, m])])
+                .unwrap()
+        };
+        let out = solve(&a0, &b0, &c0);
+        let (p, ga, gb) = (vals(&out[4]), vals(&out[5]), vals(&out[6]));
+        let h = 1e-6;
+        // d/da along e_i - e_k.
+        for (i, k) in [(0, 5), (2, 3)] {
+            let mut ap = a0.clone();
+            let mut am = a0.clone();
+            ap[i] += h;
+            ap[k] -= h;
+            am[i] -= h;
+            am[k] += h;
+            let vp = value(&vals(&solve(&ap, &b0, &c0)[4]), &ap, &b0, &c0, eps);
+            let vm = value(&vals(&solve(&am, &b0, &c0)[4]), &am, &b0, &c0, eps);
+            let fd = (vp - vm) / (2.0 * h);
+            let want = ga[i] - ga[k];
+            assert!(
+                (fd - want).abs() < 1e-6,
+                "log {log_domain} d/da: fd {fd} envelope {want}"
+            );
+        }
+        // d/db along e_0 - e_4.
+        let mut bp = b0.clone();
+        let mut bm = b0.clone();
+        bp[0] += h;
+        bp[4] -= h;
+        bm[0] -= h;
+        bm[4] += h;
+        let vp = value(&vals(&solve(&a0, &bp, &c0)[4]), &a0, &bp, &c0, eps);
+        let vm = value(&vals(&solve(&a0, &bm, &c0)[4]), &a0, &bm, &c0, eps);
+        let fd = (vp - vm) / (2.0 * h);
+        assert!(
+            (fd - (gb[0] - gb[4])).abs() < 1e-6,
+            "d/db: fd {fd} envelope {}",
+            gb[0] - gb[4]
+        );
+        // d/dM_ij = P_ij.
+        for k in [0, 7, 29] {
+            let mut cp = c0.clone();
+            let mut cm = c0.clone();
+            cp[k] += h;
+            cm[k] -= h;
+            let vp = value(&vals(&solve(&a0, &b0, &cp)[4]), &a0, &b0, &cp, eps);
+            let vm = value(&vals(&solve(&a0, &b0, &cm)[4]), &a0, &b0, &cm, eps);
+            let fd = (vp - vm) / (2.0 * h);
+            assert!((fd - p[k]).abs() < 1e-6, "d/dM[{k}]: fd {fd} plan {}", p[k]);
+        }
+    }
+}

@@ -24,8 +24,10 @@ pub struct SinkhornResult<T> {
     pub g: Array2<T>,
     /// POT's `niter` per sample (index of the last iteration run).
     pub niter: Array1<f64>,
-    /// The plans `[B, n, m]` when `opts.plan`.
+    /// The plans `[B, n, m]` when `opts.plan` or `opts.grad` (the gradient w.r.t. the cost).
     pub plan: Option<Array3<T>>,
+    /// Envelope gradients w.r.t. a and b when `opts.grad`.
+    pub grad: Option<(Array2<T>, Array2<T>)>,
 }
 
 fn run_error(e: RunError) -> Error {
@@ -54,7 +56,11 @@ pub fn sinkhorn<T: Element>(
     opts: SinkhornOptions,
     fused: bool,
 ) -> Result<SinkhornResult<T>> {
-    if !(opts.eps.is_finite() && opts.eps > 0.0) || opts.max_iter == 0 || !(opts.tol >= 0.0) {
+    if !(opts.eps.is_finite() && opts.eps > 0.0)
+        || opts.max_iter == 0
+        || opts.tol.is_nan()
+        || opts.tol < 0.0
+    {
         return Err(Error::Input(format!(
             "sinkhorn: eps must be finite and > 0, max_iter >= 1, tol >= 0 (got {opts:?})"
         )));
@@ -76,8 +82,13 @@ pub fn sinkhorn<T: Element>(
         f: take::<T, Ix2>(&out[1])?,
         g: take::<T, Ix2>(&out[2])?,
         niter: take::<f64, Ix1>(&out[3])?,
-        plan: if opts.plan {
+        plan: if opts.plan || opts.grad {
             Some(take::<T, Ix3>(&out[4])?)
+        } else {
+            None
+        },
+        grad: if opts.grad {
+            Some((take::<T, Ix2>(&out[5])?, take::<T, Ix2>(&out[6])?))
         } else {
             None
         },
