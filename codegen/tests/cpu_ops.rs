@@ -36,6 +36,7 @@ fn un_ok(op: UnaryOp, d: DType) -> bool {
         UnaryOp::Neg | UnaryOp::Abs => d != DType::Bool,
         UnaryOp::Sqrt | UnaryOp::IsNan | UnaryOp::IsFinite => d.is_float(),
         UnaryOp::Not => d == DType::Bool,
+        UnaryOp::Exp | UnaryOp::Log => d.is_float(),
     }
 }
 

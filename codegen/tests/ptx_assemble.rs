@@ -140,7 +140,13 @@ fn kernels() -> Vec<(String, Kernel)> {
         let mut vals = vec![a, b, c];
         let mut bools = Vec::new();
         let unary: &[UnaryOp] = match d {
-            DType::F32 | DType::F64 => &[UnaryOp::Neg, UnaryOp::Abs, UnaryOp::Sqrt],
+            DType::F32 | DType::F64 => &[
+                UnaryOp::Neg,
+                UnaryOp::Abs,
+                UnaryOp::Sqrt,
+                UnaryOp::Exp,
+                UnaryOp::Log,
+            ],
             DType::U8 => &[UnaryOp::Neg, UnaryOp::Abs],
             DType::Bool => &[UnaryOp::Not],
             DType::I8 | DType::U16 | DType::I16 | DType::I32 | DType::U32 => {

@@ -40,6 +40,10 @@ pub enum UnaryOp {
     IsFinite,
     /// Logical not (bool only).
     Not,
+    /// `e^x` (floats only): the fixed sequence of `math::exp_f32` / `math::exp_f64`.
+    Exp,
+    /// Natural logarithm (floats only): the fixed sequence of `math::log_f32` / `log_f64`.
+    Log,
 }
 
 /// Elementwise operations with two operands of the same type.
@@ -462,17 +466,20 @@ impl UnaryOp {
             UnaryOp::Sqrt => x.is_float().then_some(x),
             UnaryOp::IsNan | UnaryOp::IsFinite => x.is_float().then_some(DType::Bool),
             UnaryOp::Not => (x == DType::Bool).then_some(DType::Bool),
+            UnaryOp::Exp | UnaryOp::Log => x.is_float().then_some(x),
         }
     }
 
     /// All unary ops, in a fixed order.
-    pub const ALL: [UnaryOp; 6] = [
+    pub const ALL: [UnaryOp; 8] = [
         UnaryOp::Neg,
         UnaryOp::Abs,
         UnaryOp::Sqrt,
         UnaryOp::IsNan,
         UnaryOp::IsFinite,
         UnaryOp::Not,
+        UnaryOp::Exp,
+        UnaryOp::Log,
     ];
 
     /// Lower-case mnemonic used by the text form (`neg`, `is_nan`, ...).
@@ -484,6 +491,8 @@ impl UnaryOp {
             UnaryOp::IsNan => "is_nan",
             UnaryOp::IsFinite => "is_finite",
             UnaryOp::Not => "not",
+            UnaryOp::Exp => "exp",
+            UnaryOp::Log => "log",
         }
     }
 

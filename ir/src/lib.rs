@@ -11,6 +11,8 @@ pub mod error;
 pub mod extern_call;
 pub mod graph;
 pub mod line;
+pub mod math;
+pub mod math_ref;
 pub mod network;
 pub mod parser;
 pub mod passes;

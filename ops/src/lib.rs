@@ -20,6 +20,7 @@ pub mod morphology_tools;
 pub mod network;
 pub mod program;
 pub mod registry;
+pub mod sinkhorn;
 pub mod window;
 
 pub use error::OpError;
@@ -39,4 +40,5 @@ pub use morphology_tools::{generate_binary_structure, iterate_structure};
 pub use network::{selection_network, Network};
 pub use program::{build_plan, Exec, Layout, OpPlan, Program, ProgramInfo, RunError, PROGRAMS};
 pub use registry::{all_names, build_op, op_info, op_names, OpInfo, Params, OPS};
+pub use sinkhorn::{build_cost_matrix, Sinkhorn, SinkhornOptions};
 pub use window::{ResolvedWindow, Window};

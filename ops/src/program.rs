@@ -182,6 +182,18 @@ pub const PROGRAMS: &[ProgramInfo] = &[
         inputs: &["input"],
         build: crate::morphology_registry::build_fill_holes,
     },
+    // sinkhorn (issue 30)
+    ProgramInfo {
+        info: crate::OpInfo {
+            name: "sinkhorn",
+            summary:
+                "batched entropic optimal transport (POT's sinkhorn_knopp / sinkhorn_log order)",
+            params: crate::sinkhorn::SINKHORN_PARAMS,
+        },
+        layout: Layout::Raw,
+        inputs: &["a", "b", "cost"],
+        build: crate::sinkhorn::build_sinkhorn,
+    },
 ];
 
 /// The registry entry of program `name`, if registered.

@@ -524,6 +524,8 @@ fn eval_unary(op: UnaryOp, xs: &Storage, d: DType) -> Option<Storage> {
             UnaryOp::IsNan => KBool::wrap(kernels::map1(x, |v| u8::from(K::is_nan(v)))),
             UnaryOp::IsFinite => KBool::wrap(kernels::map1(x, |v| u8::from(K::is_finite(v)))),
             UnaryOp::Not => return None,
+            UnaryOp::Exp => K::wrap(kernels::map1(x, K::exp)),
+            UnaryOp::Log => K::wrap(kernels::map1(x, K::log)),
         })
     }
     match (d, xs) {

@@ -24,6 +24,7 @@ pub mod layout;
 pub mod morphology;
 pub mod op;
 pub mod pipeline;
+pub mod sinkhorn;
 
 pub use distance::{distance_transform_bf, distance_transform_cdt, distance_transform_edt};
 pub use element::Element;
@@ -35,3 +36,4 @@ pub use morphology::{
 };
 pub use op::{IntoWindow, Mode, Op, OpKind};
 pub use pipeline::{shared_engine, Pipeline};
+pub use sinkhorn::{cost_matrix, sinkhorn, SinkhornResult};

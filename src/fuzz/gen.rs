@@ -422,6 +422,9 @@ impl Gen<'_> {
                         UnaryOp::IsNan,
                         UnaryOp::IsFinite,
                         UnaryOp::Not,
+                        // exp / log (issue 30)
+                        UnaryOp::Exp,
+                        UnaryOp::Log,
                     ]);
                     (LineOp::Unary(op, a), op.result_dtype(d[a as usize]))
                 }
@@ -744,6 +747,9 @@ impl Gen<'_> {
                         UnaryOp::Sqrt,
                         UnaryOp::IsNan,
                         UnaryOp::IsFinite,
+                        // exp / log (issue 30)
+                        UnaryOp::Exp,
+                        UnaryOp::Log,
                     ],
                     DType::U8 => &[UnaryOp::Neg, UnaryOp::Abs],
                     DType::Bool => &[UnaryOp::Not],

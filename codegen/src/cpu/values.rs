@@ -23,6 +23,8 @@ use kiln_ir::{BinaryOp, DType, Scalar, UnaryOp};
 use super::int_math;
 use crate::{CodegenError, Fault};
 
+mod math;
+
 /// A stage value in registers, in plain form, key form, or both (each computed on demand
 /// and cached).
 #[derive(Clone, Copy, Debug)]
@@ -766,6 +768,8 @@ impl<'a, 'b> Em<'a, 'b> {
                 let r = self.b.ins().sqrt(p);
                 Val::plain(d, self.canon(d, r))
             }
+            (UnaryOp::Exp, DType::F32 | DType::F64) => Val::plain(d, self.exp(d, p)),
+            (UnaryOp::Log, DType::F32 | DType::F64) => Val::plain(d, self.log(d, p)),
             (UnaryOp::IsNan, DType::F32 | DType::F64) => {
                 Val::plain(DType::Bool, self.b.ins().fcmp(FloatCC::Unordered, p, p))
             }

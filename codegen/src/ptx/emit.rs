@@ -23,6 +23,8 @@ mod line;
 /// Integer dtypes other than u8 (a child module: it uses this module's private emitter).
 #[path = "int.rs"]
 mod int;
+/// exp and log (a child module: it uses this module's private emitter).
+mod math;
 
 /// Which version of a stage program to emit.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -355,6 +357,8 @@ impl<'k> Em<'k> {
                 e!(self, "not.pred {p}, {x}");
                 p
             }
+            (UnaryOp::Exp, _) => self.exp(d, x),
+            (UnaryOp::Log, _) => self.log(d, x),
         }
     }
 

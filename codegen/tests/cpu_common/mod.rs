@@ -190,6 +190,10 @@ pub fn ref_unary(op: UnaryOp, x: Scalar) -> Scalar {
         (UnaryOp::IsNan, _) => Scalar::Bool(x.to_f64().is_nan()),
         (UnaryOp::IsFinite, _) => Scalar::Bool(x.to_f64().is_finite()),
         (UnaryOp::Not, Scalar::Bool(v)) => Scalar::Bool(!v),
+        (UnaryOp::Exp, Scalar::F32(_)) => Scalar::F32(kiln_ir::math::exp_f32(f32v(x)).to_bits()),
+        (UnaryOp::Exp, Scalar::F64(_)) => Scalar::F64(kiln_ir::math::exp_f64(f64v(x)).to_bits()),
+        (UnaryOp::Log, Scalar::F32(_)) => Scalar::F32(kiln_ir::math::log_f32(f32v(x)).to_bits()),
+        (UnaryOp::Log, Scalar::F64(_)) => Scalar::F64(kiln_ir::math::log_f64(f64v(x)).to_bits()),
         _ => panic!("ill-typed unary {op:?} {x:?}"),
     }
 }

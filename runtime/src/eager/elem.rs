@@ -79,6 +79,10 @@ pub(crate) trait Float: Arith {
     fn is_nan(a: Self::T) -> bool;
     /// Neither NaN nor infinite.
     fn is_finite(a: Self::T) -> bool;
+    /// kiln's exp (`kiln_ir::math`), canonical NaN.
+    fn exp(a: Self::T) -> Self::T;
+    /// kiln's log (`kiln_ir::math`), canonical NaN.
+    fn log(a: Self::T) -> Self::T;
 }
 
 /// f32 marker.
@@ -91,7 +95,7 @@ pub(crate) struct KU8;
 pub(crate) struct KBool;
 
 macro_rules! float_kind {
-    ($K:ident, $t:ty, $D:ident, $canon:ident, $min:ident, $max:ident) => {
+    ($K:ident, $t:ty, $D:ident, $canon:ident, $min:ident, $max:ident, $exp:ident, $log:ident) => {
         impl Kind for $K {
             type T = $t;
             const DTYPE: DType = DType::$D;
@@ -194,12 +198,20 @@ macro_rules! float_kind {
             fn is_finite(a: $t) -> bool {
                 a.is_finite()
             }
+            #[inline(always)]
+            fn exp(a: $t) -> $t {
+                kiln_ir::math::$exp(a)
+            }
+            #[inline(always)]
+            fn log(a: $t) -> $t {
+                kiln_ir::math::$log(a)
+            }
         }
     };
 }
 
-float_kind!(KF32, f32, F32, canon_f32, min_f32, max_f32);
-float_kind!(KF64, f64, F64, canon_f64, min_f64, max_f64);
+float_kind!(KF32, f32, F32, canon_f32, min_f32, max_f32, exp_f32, log_f32);
+float_kind!(KF64, f64, F64, canon_f64, min_f64, max_f64, exp_f64, log_f64);
 
 impl Kind for KU8 {
     type T = u8;

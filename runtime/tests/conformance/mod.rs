@@ -23,6 +23,7 @@ use kiln_runtime::{Storage, Tensor};
 
 use crate::common::{Rng, SPECIAL_F32};
 
+pub mod math;
 pub mod ops;
 
 pub mod int_dtypes;
@@ -31,6 +32,7 @@ pub mod int_dtypes;
 pub mod cases {
     pub use super::int_dtypes::*;
     pub use super::extern_line_functions_along_every_axis;
+    pub use super::math::*;
     pub use super::ops::*;
     pub use super::{
         grey_opening_and_a_gather_of_it, median_network_with_nan_mask,
@@ -95,7 +97,8 @@ macro_rules! conformance_tests {
             int_pointwise_and_casts,
             int_grey_morphology_and_median,
             extern_line_functions_along_every_axis,
-            morphology_tophats_and_binary_family
+            morphology_tophats_and_binary_family,
+            exp_and_log_pointwise_stencils_and_reductions
         );
     };
     (@cases $runners:path, $($case:ident),*) => {

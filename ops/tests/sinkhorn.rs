@@ -1,0 +1,339 @@
+//! `sinkhorn` against POT goldens (scripts/gold_sinkhorn.py → tests/golden/sinkhorn/), and
+//! eager (reference loop) == fused (tiles of 8, rayon) bit for bit on every case.
+//!
+//! Tolerances (SEMANTICS.md): f64 within rtol 1e-12 of POT (per element, plus 1e-12 of the
+//! array's largest magnitude for entries near zero) with the same iteration counts; f32
+//! within rtol 1e-5 the same way, iteration counts equal. `-inf` potentials must match
+//! exactly; no output may be NaN.
+use std::path::{Path, PathBuf};
+
+use kiln_ir::{DType, TensorType};
+use kiln_ops::program::{build_plan, Exec};
+use kiln_runtime::fused::Engine;
+use kiln_runtime::npy::read_npy;
+use kiln_runtime::{Storage, Tensor};
+
+fn dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/golden/sinkhorn")
+}
+
+fn vals(t: &Tensor) -> Vec<f64> {
+    match t.contiguous_storage() {
+        Storage::F32(v) => v.iter().map(|&x| x as f64).collect(),
+        Storage::F64(v) => v,
+        _ => panic!("not float"),
+    }
+}
+
+fn bits(t: &Tensor) -> Vec<u64> {
+    match t.contiguous_storage() {
+        Storage::F32(v) => v.iter().map(|x| x.to_bits() as u64).collect(),
+        Storage::F64(v) => v.iter().map(|x| x.to_bits()).collect(),
+        _ => panic!("not float"),
+    }
+}
+
+/// Asserts every element within tolerance; returns the largest `|g - w| / (|w| + scale)`.
+fn close(what: &str, got: &[f64], want: &[f64], rtol: f64) -> f64 {
+    let mut worst = 0.0f64;
+    assert_eq!(got.len(), want.len(), "{what}: length");
+    let scale = want
+        .iter()
+        .filter(|x| x.is_finite())
+        .fold(0.0f64, |m, x| m.max(x.abs()));
+    for (k, (&g, &w)) in got.iter().zip(want).enumerate() {
+        assert!(!g.is_nan(), "{what}[{k}]: NaN");
+        if w.is_infinite() {
+            assert_eq!(g, w, "{what}[{k}]");
+            continue;
+        }
+        let tol = rtol * (w.abs() + scale);
+        assert!(
+            (g - w).abs() <= tol,
+            "{what}[{k}]: {g} vs POT {w} (tol {tol:e})"
+        );
+        if w.abs() + scale > 0.0 {
+            worst = worst.max((g - w).abs() / (w.abs() + scale));
+        }
+    }
+    worst
+}
+
+fn params(case: &Path, plan: bool) -> Vec<(String, String)> {
+    let text = std::fs::read_to_string(case.join("params.txt")).unwrap();
+    let mut p: Vec<(String, String)> = text
+        .lines()
+        .filter_map(|l| l.split_once('='))
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    p.push(("plan".into(), plan.to_string()));
+    p
+}
+
+/// Runs a case eagerly and fused; asserts equal bits; returns the eager outputs.
+fn run_case(case: &Path, engine: &Engine) -> Vec<Tensor> {
+    let inputs: Vec<Tensor> = ["a", "b", "cost"]
+        .iter()
+        .map(|n| read_npy(case.join(format!("{n}.npy"))).unwrap())
+        .collect();
+    let types: Vec<TensorType> = inputs
+        .iter()
+        .map(|t| TensorType {
+            dtype: t.dtype(),
+            shape: t.shape().to_vec(),
+        })
+        .collect();
+    let plan = build_plan("sinkhorn", &params(case, true), &types).unwrap();
+    let eager = plan.run(Exec::Eager, &inputs).unwrap();
+    let fused = plan.run(Exec::Fused(engine), &inputs).unwrap();
+    assert_eq!(eager.len(), 5);
+    for (k, (e, f)) in eager.iter().zip(&fused).enumerate() {
+        assert_eq!(e.shape(), f.shape());
+        assert_eq!(
+            bits(e),
+            bits(f),
+            "{case:?}: output {k}: eager vs fused bits"
+        );
+    }
+    eager
+}
+
+#[test]
+fn every_golden_case_matches_pot_and_eager_equals_fused() {
+    let engine = Engine::new();
+    let mut cases: Vec<PathBuf> = std::fs::read_dir(dir())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    cases.sort();
+    assert!(cases.len() >= 15, "goldens missing: {cases:?}");
+    for case in &cases {
+        let name = case.file_name().unwrap().to_string_lossy().to_string();
+        let out = run_case(case, &engine);
+        let rtol = if name.ends_with("f32") { 1e-5 } else { 1e-12 };
+        let want = |f: &str| vals(&read_npy(case.join(format!("out_{f}.npy"))).unwrap());
+        assert_eq!(vals(&out[3]), want("niter"), "{name}: iteration counts");
+        let worst = [
+            close(&format!("{name} cost"), &vals(&out[0]), &want("cost"), rtol),
+            close(&format!("{name} f"), &vals(&out[1]), &want("f"), rtol),
+            close(&format!("{name} g"), &vals(&out[2]), &want("g"), rtol),
+            close(&format!("{name} plan"), &vals(&out[4]), &want("plan"), rtol),
+        ];
+        eprintln!("{name}: ok, largest relative deviation from POT {worst:?}");
+    }
+}
+
+/// The plan's marginals: columns match b to the stopping tolerance (the last update is of
+/// u, so rows match a to rounding); zero-mass bins give zero rows/columns.
+#[test]
+fn plan_marginals_match_a_and_b() {
+    let engine = Engine::new();
+    for name in [
+        "shared_std_f64",
+        "shared_log_f64",
+        "tiles_log_f64",
+        "zero_mass_log_f64",
+    ] {
+        let case = dir().join(name);
+        let out = run_case(&case, &engine);
+        let a = vals(&read_npy(case.join("a.npy")).unwrap());
+        let b = vals(&read_npy(case.join("b.npy")).unwrap());
+        let plan = vals(&out[4]);
+        let sh = out[4].shape().to_vec();
+        let (bs, n, m) = (sh[0], sh[1], sh[2]);
+        for s in 0..bs {
+            for i in 0..n {
+                let r: f64 = (0..m).map(|j| plan[(s * n + i) * m + j]).sum();
+                assert!((r - a[s * n + i]).abs() < 1e-12, "{name} row {i}: {r}");
+            }
+            let mut err = 0.0;
+            for j in 0..m {
+                let c: f64 = (0..n).map(|i| plan[(s * n + i) * m + j]).sum();
+                err += (c - b[s * m + j]).powi(2);
+            }
+            assert!(
+                err.sqrt() < 1e-8,
+                "{name} sample {s}: column error {}",
+                err.sqrt()
+            );
+        }
+    }
+}
+
+#[test]
+fn zero_mass_bins_give_minus_inf_potentials_and_no_nan() {
+    let case = dir().join("zero_mass_log_f64");
+    let out = run_case(&case, &Engine::new());
+    let a = vals(&read_npy(case.join("a.npy")).unwrap());
+    let f = vals(&out[1]);
+    for (x, w) in f.iter().zip(&a) {
+        assert_eq!(*w == 0.0, *x == f64::NEG_INFINITY, "a {w} f {x}");
+    }
+    for t in &out {
+        assert!(vals(t).iter().all(|x| !x.is_nan()));
+    }
+}
+
+#[test]
+fn tiny_eps_standard_form_stops_and_log_form_converges() {
+    let engine = Engine::new();
+    let std_out = run_case(&dir().join("tiny_eps_std_f64"), &engine);
+    // Underflow at the first iteration: reverted to u = 1/n, v = 1/m, niter 0.
+    assert_eq!(vals(&std_out[3]), vec![0.0, 0.0]);
+    let log_out = run_case(&dir().join("tiny_eps_log_f64"), &engine);
+    for t in &log_out {
+        assert!(
+            vals(t).iter().all(|x| x.is_finite()),
+            "log form: finite outputs"
+        );
+    }
+}
+
+#[test]
+fn bad_inputs_are_typed_errors() {
+    let t = |s: &[usize]| TensorType {
+        dtype: DType::F64,
+        shape: s.to_vec(),
+    };
+    let p = |kv: &[(&str, &str)]| -> Vec<(String, String)> {
+        kv.iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    };
+    let ok = [t(&[2, 3]), t(&[2, 4]), t(&[3, 4])];
+    assert!(build_plan("sinkhorn", &[], &ok).is_ok());
+    assert!(build_plan("sinkhorn", &[], &[t(&[2, 3]), t(&[2, 4]), t(&[4, 3])]).is_err());
+    assert!(build_plan("sinkhorn", &[], &[t(&[2, 3]), t(&[1, 4]), t(&[3, 4])]).is_err());
+    assert!(build_plan("sinkhorn", &p(&[("eps", "0")]), &ok).is_err());
+    assert!(build_plan("sinkhorn", &p(&[("eps", "nan")]), &ok).is_err());
+    assert!(build_plan("sinkhorn", &p(&[("max_iter", "0")]), &ok).is_err());
+    assert!(build_plan("sinkhorn", &p(&[("log_domain", "yes")]), &ok).is_err());
+    let u8 = |s: &[usize]| TensorType {
+        dtype: DType::U8,
+        shape: s.to_vec(),
+    };
+    let u8s = [u8(&[2, 3]), u8(&[2, 4]), u8(&[3, 4])];
+    assert!(build_plan("sinkhorn", &[], &u8s).is_err());
+}
+
+#[test]
+fn cost_matrix_of_a_grid() {
+    let c = kiln_ops::build_cost_matrix(&[2, 3], 2.0).unwrap();
+    assert_eq!(c.shape(), &[6, 6]);
+    let v = vals(&c);
+    // points (0,0) and (1,2): 1 + 4.
+    assert_eq!(v[5], 5.0);
+    assert_eq!(v[5 * 6], 5.0);
+    assert!((0..6).all(|k| v[k * 7] == 0.0));
+    let c1 = vals(&kiln_ops::build_cost_matrix(&[2, 3], 1.0).unwrap());
+    assert_eq!(c1[5], 5f64.sqrt());
+    assert!(kiln_ops::build_cost_matrix(&[0, 3], 2.0).is_err());
+    assert!(kiln_ops::build_cost_matrix(&[3], -1.0).is_err());
+}
+
+/// The entropic value `<P, M> + eps·Σ P log P` whose envelope gradients POT's `ot.solve`
+/// sets (the centred potentials are its gradient w.r.t. a and b on the simplex).
+fn value(plan: &[f64], _a: &[f64], _b: &[f64], c: &[f64], eps: f64) -> f64 {
+    let mut v = 0.0;
+    for (&p, &cost) in plan.iter().zip(c) {
+        v += p * cost + eps * if p > 0.0 { p * p.ln() } else { 0.0 };
+    }
+    v
+}
+
+/// Envelope gradients against central finite differences of the converged value, along
+/// directions that keep the masses (the gradients are defined up to a constant shift).
+#[test]
+fn envelope_gradients_match_finite_differences() {
+    use kiln_runtime::Tensor;
+    let (n, m, eps) = (6usize, 5usize, 0.2);
+    let a0: Vec<f64> = (0..n).map(|i| 1.0 + 0.3 * i as f64).collect();
+    let b0: Vec<f64> = (0..m).map(|j| 2.0 - 0.2 * j as f64).collect();
+    let norm = |v: Vec<f64>| {
+        let s: f64 = v.iter().sum();
+        v.into_iter().map(|x| x / s).collect::<Vec<_>>()
+    };
+    let (a0, b0) = (norm(a0), norm(b0));
+    let c0: Vec<f64> = (0..n * m)
+        .map(|k| ((k / m) as f64 / n as f64 - (k % m) as f64 / m as f64).powi(2))
+        .collect();
+    for log_domain in [false, true] {
+        let solve = |a: &[f64], b: &[f64], c: &[f64]| {
+            let t =
+                |v: &[f64], s: &[usize]| Tensor::from_storage(Storage::F64(v.to_vec()), s).unwrap();
+            let types = [
+                TensorType {
+                    dtype: DType::F64,
+                    shape: vec![1, n],
+                },
+                TensorType {
+                    dtype: DType::F64,
+                    shape: vec![1, m],
+                },
+                TensorType {
+                    dtype: DType::F64,
+                    shape: vec![n, m],
+                },
+            ];
+            let params: Vec<(String, String)> = [
+                ("eps", "0.2"),
+                ("tol", "1e-14"),
+                ("max_iter", "100000"),
+                ("grad", "true"),
+                ("log_domain", if log_domain { "true" } else { "false" }),
+            ]
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+            let plan = build_plan("sinkhorn", &params, &types).unwrap();
+            plan.run(Exec::Eager, &[t(a, &[1, n]), t(b, &[1, m]), t(c, &[n, m])])
+                .unwrap()
+        };
+        let out = solve(&a0, &b0, &c0);
+        let (p, ga, gb) = (vals(&out[4]), vals(&out[5]), vals(&out[6]));
+        let h = 1e-6;
+        // d/da along e_i - e_k.
+        for (i, k) in [(0, 5), (2, 3)] {
+            let mut ap = a0.clone();
+            let mut am = a0.clone();
+            ap[i] += h;
+            ap[k] -= h;
+            am[i] -= h;
+            am[k] += h;
+            let vp = value(&vals(&solve(&ap, &b0, &c0)[4]), &ap, &b0, &c0, eps);
+            let vm = value(&vals(&solve(&am, &b0, &c0)[4]), &am, &b0, &c0, eps);
+            let fd = (vp - vm) / (2.0 * h);
+            let want = ga[i] - ga[k];
+            assert!(
+                (fd - want).abs() < 1e-6,
+                "log {log_domain} d/da: fd {fd} envelope {want}"
+            );
+        }
+        // d/db along e_0 - e_4.
+        let mut bp = b0.clone();
+        let mut bm = b0.clone();
+        bp[0] += h;
+        bp[4] -= h;
+        bm[0] -= h;
+        bm[4] += h;
+        let vp = value(&vals(&solve(&a0, &bp, &c0)[4]), &a0, &bp, &c0, eps);
+        let vm = value(&vals(&solve(&a0, &bm, &c0)[4]), &a0, &bm, &c0, eps);
+        let fd = (vp - vm) / (2.0 * h);
+        assert!(
+            (fd - (gb[0] - gb[4])).abs() < 1e-6,
+            "d/db: fd {fd} envelope {}",
+            gb[0] - gb[4]
+        );
+        // d/dM_ij = P_ij.
+        for k in [0, 7, 29] {
+            let mut cp = c0.clone();
+            let mut cm = c0.clone();
+            cp[k] += h;
+            cm[k] -= h;
+            let vp = value(&vals(&solve(&a0, &b0, &cp)[4]), &a0, &b0, &cp, eps);
+            let vm = value(&vals(&solve(&a0, &b0, &cm)[4]), &a0, &b0, &cm, eps);
+            let fd = (vp - vm) / (2.0 * h);
+            assert!((fd - p[k]).abs() < 1e-6, "d/dM[{k}]: fd {fd} plan {}", p[k]);
+        }
+    }
+}
