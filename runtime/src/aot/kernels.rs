@@ -206,7 +206,8 @@ pub struct DiskCache {
     writes: AtomicUsize,
     rejected: AtomicUsize,
     write_errors: AtomicUsize,
-    /// Background compiles whose final code is still to be written (waited for on drop).
+    /// Background compiles whose final code is still to be written (the CPU backend waits
+    /// for them when it is dropped).
     pending: Mutex<Vec<Arc<Upgrade>>>,
 }
 
@@ -225,7 +226,8 @@ pub struct DiskCounts {
     pub write_errors: usize,
 }
 
-/// How long dropping a [`DiskCache`] waits for background compiles to write their code.
+/// How long dropping an engine with a [`DiskCache`] waits for background compiles to
+/// write their code.
 pub const PENDING_WAIT: Duration = Duration::from_secs(30);
 
 impl DiskCache {
@@ -358,13 +360,5 @@ impl DiskCache {
         pending
             .iter()
             .all(|u| u.wait(deadline.saturating_duration_since(std::time::Instant::now())))
-    }
-}
-
-impl Drop for DiskCache {
-    fn drop(&mut self) {
-        // The final code of kernels still compiling in the background is what the cache
-        // should hold for the next process.
-        self.wait_for_writes(PENDING_WAIT);
     }
 }
