@@ -120,3 +120,33 @@ fn targets_the_host_cannot_build_for_are_refused() {
     assert!(err.contains("line 1") && err.contains("f99"), "{err}");
     let _ = std::fs::remove_file(&bad);
 }
+
+#[test]
+fn bench_aot_load_times_compile_write_and_load() {
+    let r = Command::new(KILN)
+        .args([
+            "bench",
+            "--aot-load",
+            "--ops",
+            "median3_2048",
+            "--sizes",
+            "64",
+        ])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&r.stdout);
+    assert!(
+        r.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&r.stderr)
+    );
+    // One row per kernel: compile ms, write ms, write %, load µs, speedup.
+    let row = text
+        .lines()
+        .find(|l| l.starts_with("median3_"))
+        .unwrap_or_else(|| panic!("{text}"));
+    let cols: Vec<&str> = row.split_whitespace().collect();
+    assert_eq!(cols.len(), 7, "{row}");
+    let load_us: f64 = cols[5].parse().unwrap();
+    assert!(load_us > 0.0, "{row}");
+}

@@ -3,6 +3,7 @@
 mod aot;
 mod aot_build;
 mod bench;
+mod bench_aot;
 mod demo;
 mod dump;
 mod fuzz;

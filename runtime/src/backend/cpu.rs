@@ -173,7 +173,7 @@ impl Backend for CpuBackend {
         if let Some(d) = disk {
             match &upgrade {
                 Some(up) => d.track(up.clone()),
-                None => d.store(&first, options, tiering, false),
+                None => d.store_in_background(first.clone(), options, tiering),
             }
         }
         self.count(|st| {
