@@ -201,6 +201,10 @@ fn flipped_bytes_are_never_run_and_kernels_are_recompiled() {
         }
         let e = engine(&dir, false);
         run_all_checked(&e);
+        assert!(e
+            .disk_cache()
+            .unwrap()
+            .wait_for_writes(Duration::from_secs(60)));
         let st = e.stats();
         assert_eq!(st.disk_hits, 0, "round {round}: {st:?}");
         assert_eq!(st.disk_rejected, n, "round {round}");

@@ -3,7 +3,7 @@
 //!
 //! `verify` checks every entry's length, magic, version, checksum, structure and that its
 //! file name is its key; it does not check the host, since a bundle carries entries for other
-//! targets. It never moves or changes a file. Limits: `kiln aot build` is not here yet.
+//! targets. It never moves or changes a file. `kiln aot build` is in `aot_build.rs`.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -34,6 +34,8 @@ enum AotCommand {
         /// The directory.
         dir: PathBuf,
     },
+    /// Compile the kernels of a manifest for the given targets into a bundle directory.
+    Build(super::aot_build::BuildArgs),
 }
 
 /// Arguments of `kiln cache`.
@@ -66,6 +68,7 @@ pub fn run_aot(a: AotArgs) -> Result<ExitCode, CliError> {
     match a.command {
         AotCommand::Ls { dir } => ls(dir),
         AotCommand::Verify { dir } => verify(dir),
+        AotCommand::Build(b) => super::aot_build::run(b),
     }
 }
 

@@ -90,6 +90,10 @@ pub struct BenchArgs {
     /// alternating, and print the two medians and their ratio.
     #[arg(long, conflicts_with_all = ["no_tiering", "ab_column_sharing", "ab_window_doubling", "ab_edge_vectors", "json"])]
     ab_tiering: bool,
+    /// Time loading each workload's kernels from the on-disk cache (verification included)
+    /// against compiling them, and the cost of writing their entries (see `bench_aot.rs`).
+    #[arg(long, conflicts_with_all = ["json", "ab_tiering", "ab_column_sharing", "ab_window_doubling", "ab_edge_vectors"])]
+    aot_load: bool,
     /// Scratch bytes per chunk of a multi-stage block (default: the engine's
     /// `SCRATCH_BUDGET`), for experiments on the chunk size.
     #[arg(long)]
@@ -260,6 +264,9 @@ pub fn run(a: BenchArgs) -> Result<ExitCode, CliError> {
             ..opts.clone()
         };
         return ab(&workloads, &a.threads, &opts, &off, ["doubled", "whole"]);
+    }
+    if a.aot_load {
+        return super::bench_aot::run(&workloads);
     }
     if a.ab_tiering {
         let off = BenchOptions {

@@ -135,10 +135,15 @@ pub fn run(a: DemoArgs) -> Result<ExitCode, CliError> {
         "op", "kernels", "fused", "compile ms", "eager ms", "fused ms", "speedup"
     );
     let mut all_exact = true;
+    let (mut compiled_kernels, mut loaded_kernels, mut cache_dir) = (0, 0, None);
     for (label, op, name, value) in CASES {
         let graph = kiln::ops::build_op(op, &[(name.to_string(), value.to_string())], &ty)?;
-        let engine = Engine::new();
+        let engine = Engine::new().with_cache_from_env();
+        cache_dir = engine.disk_cache().map(|d| d.dir().root().to_path_buf());
         let compiled = engine.compile(&graph)?;
+        let st = engine.stats();
+        compiled_kernels += st.kernels_compiled;
+        loaded_kernels += st.disk_hits;
 
         let t = Instant::now();
         let eager_out = eager::run(&graph, std::slice::from_ref(&image))?;
@@ -174,6 +179,13 @@ pub fn run(a: DemoArgs) -> Result<ExitCode, CliError> {
         );
     }
     println!("kernels: eager ops before fusion; fused: kernels after fusion. fused ms: median of repeated warm runs.");
+    match &cache_dir {
+        Some(d) => println!(
+            "kernel cache {}: {compiled_kernels} kernels compiled, {loaded_kernels} loaded from the cache",
+            d.display()
+        ),
+        None => println!("kernel cache off: {compiled_kernels} kernels compiled"),
+    }
     if all_exact {
         println!("bit-exact: yes");
         Ok(ExitCode::SUCCESS)

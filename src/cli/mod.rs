@@ -1,10 +1,13 @@
 //! Argument parsing and dispatch for the `kiln` binary. Each subcommand lives in its own file.
 
 mod aot;
+mod aot_build;
 mod bench;
+mod bench_aot;
 mod demo;
 mod dump;
 mod fuzz;
+mod manifest;
 mod run;
 
 use std::process::ExitCode;
@@ -37,7 +40,7 @@ enum Command {
     Fuzz(fuzz::FuzzArgs),
     /// Time the fused kernels on the benchmark workloads (median, copy floor, compile).
     Bench(bench::BenchArgs),
-    /// Inspect and check kernel cache directories and bundles (`ls`, `verify`).
+    /// Build, inspect and check kernel cache directories and bundles (`build`, `ls`, `verify`).
     Aot(aot::AotArgs),
     /// Manage the kernel cache (`prune`).
     Cache(aot::CacheArgs),

@@ -206,8 +206,11 @@ pub struct DiskCache {
     writes: AtomicUsize,
     rejected: AtomicUsize,
     write_errors: AtomicUsize,
-    /// Background compiles whose final code is still to be written (waited for on drop).
+    /// Background compiles whose final code is still to be written (the CPU backend waits
+    /// for them when it is dropped).
     pending: Mutex<Vec<Arc<Upgrade>>>,
+    /// Writes running on threads of their own (see [`DiskCache::store_in_background`]).
+    writing: Mutex<Vec<std::thread::JoinHandle<()>>>,
 }
 
 /// Counters of a [`DiskCache`].
@@ -225,7 +228,8 @@ pub struct DiskCounts {
     pub write_errors: usize,
 }
 
-/// How long dropping a [`DiskCache`] waits for background compiles to write their code.
+/// How long dropping an engine with a [`DiskCache`] waits for background compiles to
+/// write their code.
 pub const PENDING_WAIT: Duration = Duration::from_secs(30);
 
 impl DiskCache {
@@ -262,6 +266,7 @@ impl DiskCache {
             rejected: AtomicUsize::new(0),
             write_errors: AtomicUsize::new(0),
             pending: Mutex::new(Vec::new()),
+            writing: Mutex::new(Vec::new()),
         }
     }
 
@@ -351,20 +356,41 @@ impl DiskCache {
         p.push(up);
     }
 
-    /// Waits up to `timeout` for the tracked background compiles (and their writes).
+    /// Writes `compiled`'s entry (as [`DiskCache::store`]) on a thread of its own, so that
+    /// the compile that asked for it does not wait for the file system (an fsync costs
+    /// about as much as a small kernel's compile); written inline when no thread starts.
+    pub fn store_in_background(
+        self: &Arc<Self>,
+        compiled: Arc<CpuKernel>,
+        options: &CompileOptions,
+        tiering: bool,
+    ) {
+        let (me, theirs, their_options) = (self.clone(), compiled.clone(), options.clone());
+        let spawned = std::thread::Builder::new()
+            .name("kiln-cache-write".into())
+            .spawn(move || me.store(&theirs, &their_options, tiering, false));
+        match spawned {
+            Ok(h) => {
+                let mut w = crate::executor::lock(&self.writing);
+                w.retain(|h| !h.is_finished());
+                w.push(h);
+            }
+            Err(_) => self.store(&compiled, options, tiering, false),
+        }
+    }
+
+    /// Waits up to `timeout` for the tracked background compiles (and their writes), then
+    /// for the writes running on threads of their own; returns whether all finished.
     pub fn wait_for_writes(&self, timeout: Duration) -> bool {
         let pending: Vec<_> = crate::executor::lock(&self.pending).clone();
         let deadline = std::time::Instant::now() + timeout;
-        pending
+        let all = pending
             .iter()
-            .all(|u| u.wait(deadline.saturating_duration_since(std::time::Instant::now())))
-    }
-}
-
-impl Drop for DiskCache {
-    fn drop(&mut self) {
-        // The final code of kernels still compiling in the background is what the cache
-        // should hold for the next process.
-        self.wait_for_writes(PENDING_WAIT);
+            .all(|u| u.wait(deadline.saturating_duration_since(std::time::Instant::now())));
+        let writing: Vec<_> = crate::executor::lock(&self.writing).drain(..).collect();
+        for h in writing {
+            let _ = h.join();
+        }
+        all
     }
 }

@@ -22,6 +22,7 @@ pub mod exec_mem;
 pub mod host;
 pub mod kernels;
 pub mod key;
+pub mod ptx_entries;
 pub mod store;
 
 pub use entry::{Entry, Symbol};

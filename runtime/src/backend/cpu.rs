@@ -114,6 +114,16 @@ impl CpuBackend {
     }
 }
 
+impl Drop for CpuBackend {
+    fn drop(&mut self) {
+        // The final code of kernels still compiling in the background is what the on-disk
+        // cache should hold for the next process: wait (bounded) for it to be written.
+        if let Some(d) = &self.disk {
+            d.wait_for_writes(crate::aot::kernels::PENDING_WAIT);
+        }
+    }
+}
+
 impl Backend for CpuBackend {
     type Artifact = CpuArtifact;
     type Buffer = Tensor;
@@ -167,7 +177,7 @@ impl Backend for CpuBackend {
         if let Some(d) = disk {
             match &upgrade {
                 Some(up) => d.track(up.clone()),
-                None => d.store(&first, options, tiering, false),
+                None => d.store_in_background(first.clone(), options, tiering),
             }
         }
         self.count(|st| {
