@@ -11,7 +11,10 @@
 //! the same treatment. Limits: Linux on x86_64 and aarch64 (the latter under qemu in
 //! scripts/ci-aarch64.sh); the guard size is the page size `sysconf` reports.
 
-#![cfg(all(target_os = "linux", any(target_arch = "x86_64", target_arch = "aarch64")))]
+#![cfg(all(
+    target_os = "linux",
+    any(target_arch = "x86_64", target_arch = "aarch64")
+))]
 
 mod common;
 
