@@ -6,8 +6,11 @@
 #
 # Parts: rust (cargo test --workspace), python (scripts/ci-python.sh: venv, maturin build,
 # pytest against scipy), c (scripts/ci-c.sh: the C ABI under AddressSanitizer), valgrind
-# (scripts/ci-valgrind.sh: JIT code under memcheck, bounded). All parts share one cargo
-# profile (dev, opt-level 2) and the repository's target/ directory, so each is built once.
+# (scripts/ci-valgrind.sh: JIT code under memcheck, bounded), and the optional aarch64 (not a
+# default part: scripts/ci-aarch64.sh cross-builds a bounded subset and the fuzzer for
+# aarch64 and runs them under qemu-user; KILN_TEST_PARTS="rust aarch64"). All parts share one
+# cargo profile (dev, opt-level 2) and the repository's target/ directory (aarch64 under
+# target/aarch64-unknown-linux-gnu), so each is built once.
 # A part whose script is missing fails; a part cannot pass silently.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -20,7 +23,7 @@ for part in $parts; do
         rust)
             stamp "rust: cargo test --workspace"
             cargo test --workspace || failed+=(rust) ;;
-        python|c|valgrind)
+        python|c|valgrind|aarch64)
             script="scripts/ci-$part.sh"
             stamp "$part: $script"
             if [ ! -f "$script" ]; then
@@ -30,7 +33,7 @@ for part in $parts; do
                 bash "$script" || failed+=("$part")
             fi ;;
         *)
-            echo "test.sh: unknown part '$part' (rust, python, c, valgrind)" >&2
+            echo "test.sh: unknown part '$part' (rust, python, c, valgrind, aarch64)" >&2
             exit 2 ;;
     esac
 done

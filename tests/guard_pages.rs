@@ -8,9 +8,13 @@
 //! clean-input forms), on clean data and on data with NaN. An out-of-bounds access ends
 //! the test binary with SIGSEGV; every output is also compared with eager's, bit for bit.
 //! Cropped views (rows longer than the view's, the view at either end of its buffer) get
-//! the same treatment.
+//! the same treatment. Limits: Linux on x86_64 and aarch64 (the latter under qemu in
+//! scripts/ci-aarch64.sh); the guard size is the page size `sysconf` reports.
 
-#![cfg(all(target_os = "linux", target_arch = "x86_64"))]
+#![cfg(all(
+    target_os = "linux",
+    any(target_arch = "x86_64", target_arch = "aarch64")
+))]
 
 mod common;
 
@@ -30,12 +34,25 @@ extern "C" {
         -> *mut c_void;
     fn mprotect(addr: *mut c_void, len: usize, prot: i32) -> i32;
     fn munmap(addr: *mut c_void, len: usize) -> i32;
+    fn sysconf(name: i32) -> i64;
 }
 
 const PROT_NONE: i32 = 0;
 const PROT_READ_WRITE: i32 = 1 | 2;
 const MAP_PRIVATE_ANONYMOUS: i32 = 0x02 | 0x20;
-const PAGE: usize = 4096;
+/// `_SC_PAGESIZE` in glibc on Linux (the same number on x86_64 and aarch64).
+const SC_PAGESIZE: i32 = 30;
+
+/// The page size: 4 KiB on x86_64, 4, 16 or 64 KiB on aarch64 kernels, so asked for
+/// (`sysconf` does not allocate, so the allocator may call it).
+fn page() -> usize {
+    // SAFETY: `sysconf` only reads a configuration value.
+    let p = unsafe { sysconf(SC_PAGESIZE) };
+    usize::try_from(p)
+        .ok()
+        .filter(|p| p.is_power_of_two())
+        .unwrap_or(4096)
+}
 
 /// Where a guarded allocation sits against its guard pages.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -97,8 +114,9 @@ static ALLOCATOR: Guarded = Guarded;
 /// # Safety
 /// Called from the global allocator only.
 unsafe fn guarded_alloc(layout: Layout, side: Side) -> Option<*mut u8> {
-    let data = layout.size().div_ceil(PAGE) * PAGE;
-    let len = data + 2 * PAGE;
+    let page = page();
+    let data = layout.size().div_ceil(page) * page;
+    let len = data + 2 * page;
     let base = mmap(
         std::ptr::null_mut(),
         len,
@@ -111,15 +129,15 @@ unsafe fn guarded_alloc(layout: Layout, side: Side) -> Option<*mut u8> {
         return None;
     }
     let base = base as usize;
-    if mprotect(base as *mut c_void, PAGE, PROT_NONE) != 0
-        || mprotect((base + PAGE + data) as *mut c_void, PAGE, PROT_NONE) != 0
+    if mprotect(base as *mut c_void, page, PROT_NONE) != 0
+        || mprotect((base + page + data) as *mut c_void, page, PROT_NONE) != 0
     {
         munmap(base as *mut c_void, len);
         return None;
     }
     let ptr = match side {
-        Side::Start => base + PAGE,
-        Side::End => base + PAGE + data - layout.size(),
+        Side::Start => base + page,
+        Side::End => base + page + data - layout.size(),
     };
     let mut live = LIVE.lock().unwrap_or_else(|e| e.into_inner());
     let slot = live.iter_mut().find(|e| e.0 == 0);

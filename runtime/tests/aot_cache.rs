@@ -811,3 +811,52 @@ fn a_verified_hit_runs_from_executable_memory() {
     let f: extern "C" fn() -> u32 = unsafe { std::mem::transmute(p) };
     assert_eq!(f(), 0x1234_5678);
 }
+
+/// `movz w0, #lo; movk w0, #hi, lsl #16; ret`: an aarch64 `extern "C" fn() -> u32`
+/// returning `imm`.
+#[cfg(all(target_os = "linux", target_arch = "aarch64"))]
+fn a64_return(imm: u32) -> Vec<u8> {
+    let movz = 0x5280_0000 | ((imm & 0xffff) << 5);
+    let movk = 0x72a0_0000 | ((imm >> 16) << 5);
+    let ret = 0xd65f_03c0u32;
+    [movz, movk, ret]
+        .iter()
+        .flat_map(|w| w.to_le_bytes())
+        .collect()
+}
+
+#[cfg(all(target_os = "linux", target_arch = "aarch64"))]
+#[test]
+fn a_verified_hit_runs_from_executable_memory_on_aarch64() {
+    use kiln_runtime::aot::exec_mem::ExecMem;
+    let tmp = TempDir::new("exec-a64");
+    let dir = CacheDir::open(&tmp.0).unwrap();
+    let h = HostSpec::detect();
+    // Two entries loaded one after the other: the second mapping usually reuses the first's
+    // pages, so it runs its own bytes only because `ExecMem::load` flushed the instruction
+    // cache (under qemu this checks the encoding and the mapping; the flush itself needs
+    // real hardware to matter).
+    for (n, imm) in [0x1234_5678u32, 0x9abc_def0].into_iter().enumerate() {
+        let key = KeyInputs::for_host(&stencil(Border::Wrap, n as i64), b"", &h).key();
+        let payload = a64_return(imm);
+        let e = Entry {
+            key,
+            target: h.triple.clone(),
+            features: vec![],
+            symbols: vec![Symbol {
+                name: "kernel_0".into(),
+                offset: 0,
+                len: payload.len() as u64,
+            }],
+            payload,
+        };
+        dir.put(&e).unwrap();
+        let hit = dir.get(&key, &h).entry().expect("hit");
+        let mem = ExecMem::load(&hit.payload).unwrap();
+        let p = mem.symbol_ptr(&hit.symbols[0]).unwrap();
+        // SAFETY: the symbol is the three instructions of `a64_return`, a complete
+        // `extern "C" fn() -> u32`, in read+execute memory that `mem` keeps alive for the call.
+        let f: extern "C" fn() -> u32 = unsafe { std::mem::transmute(p) };
+        assert_eq!(f(), imm);
+    }
+}
