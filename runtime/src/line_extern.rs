@@ -286,6 +286,15 @@ pub fn call_line(
         Storage::F64(v) => LineOut::F64(v),
         Storage::U8(v) => LineOut::U8(v),
         Storage::Bool(v) => LineOut::Bool(v),
+        other => {
+            return Err(extern_err(
+                name,
+                format!(
+                    "extern line functions take f32, f64, u8 or bool lines, not {}",
+                    other.dtype()
+                ),
+            ))
+        }
     };
     match catch_unwind(AssertUnwindSafe(|| f(input, line_out, params))) {
         Ok(Ok(())) => {}
@@ -319,5 +328,11 @@ pub(crate) fn line_in(
         Storage::F64(v) => LineIn::F64(LineView::new(v, start, step, len)?),
         Storage::U8(v) => LineIn::U8(LineView::new(v, start, step, len)?),
         Storage::Bool(v) => LineIn::Bool(LineView::new(v, start, step, len)?),
+        other => {
+            return Err(format!(
+                "extern line functions take f32, f64, u8 or bool lines, not {}",
+                other.dtype()
+            ))
+        }
     })
 }

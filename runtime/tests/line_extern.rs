@@ -77,6 +77,7 @@ fn data(dtype: DType, shape: &[usize], seed: u64) -> Tensor {
                 .collect(),
         ),
         DType::Bool => Storage::Bool((0..n).map(|_| r.next().is_multiple_of(5) as u8).collect()),
+        other => panic!("the extern tests use f32, f64, u8 and bool lines, not {other}"),
     };
     Tensor::from_storage(s, shape).unwrap()
 }

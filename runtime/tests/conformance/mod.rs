@@ -30,8 +30,8 @@ pub mod int_dtypes;
 
 /// Every case, under one path for [`conformance_tests!`].
 pub mod cases {
-    pub use super::int_dtypes::*;
     pub use super::extern_line_functions_along_every_axis;
+    pub use super::int_dtypes::*;
     pub use super::math::*;
     pub use super::ops::*;
     pub use super::{
