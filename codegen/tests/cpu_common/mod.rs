@@ -190,6 +190,13 @@ pub fn ref_unary(op: UnaryOp, x: Scalar) -> Scalar {
         (UnaryOp::IsNan, _) => Scalar::Bool(x.to_f64().is_nan()),
         (UnaryOp::IsFinite, _) => Scalar::Bool(x.to_f64().is_finite()),
         (UnaryOp::Not, Scalar::Bool(v)) => Scalar::Bool(!v),
+        // The other integers: exact i64 arithmetic reduced modulo 2^bits.
+        (UnaryOp::Neg, _) if x.dtype().is_int() => {
+            Scalar::wrap_int(x.dtype(), -x.to_i64().unwrap()).unwrap()
+        }
+        (UnaryOp::Abs, _) if x.dtype().is_int() => {
+            Scalar::wrap_int(x.dtype(), x.to_i64().unwrap().abs()).unwrap()
+        }
         _ => panic!("ill-typed unary {op:?} {x:?}"),
     }
 }
@@ -214,6 +221,9 @@ pub fn ref_binary(op: BinaryOp, a: Scalar, b: Scalar) -> Scalar {
             (Scalar::F64(_), Scalar::F64(_)) => cmp(op, f64v(a), f64v(b)),
             (Scalar::U8(x), Scalar::U8(y)) => cmp(op, x, y),
             (Scalar::Bool(x), Scalar::Bool(y)) => cmp(op, x, y),
+            _ if a.dtype() == b.dtype() && a.dtype().is_int() => {
+                cmp(op, a.to_i64().unwrap(), b.to_i64().unwrap())
+            }
             _ => panic!("mixed comparison"),
         });
     }
@@ -256,6 +266,22 @@ pub fn ref_binary(op: BinaryOp, a: Scalar, b: Scalar) -> Scalar {
             Or | Max => x || y,
             _ => panic!("ill-typed"),
         }),
+        _ if a.dtype() == b.dtype() && a.dtype().is_int() => {
+            let d = a.dtype();
+            let (x, y) = (a.to_i64().unwrap(), b.to_i64().unwrap());
+            let v = match op {
+                Add => x + y,
+                Sub => x - y,
+                Mul => x.wrapping_mul(y),
+                // Truncating; x / 0 = 0; MIN / -1 wraps to MIN (exact in i64, then reduced).
+                Div if y == 0 => 0,
+                Div => x / y,
+                Min => x.min(y),
+                Max => x.max(y),
+                _ => panic!("ill-typed"),
+            };
+            Scalar::wrap_int(d, v).unwrap()
+        }
         _ => panic!("mixed binary"),
     }
 }
