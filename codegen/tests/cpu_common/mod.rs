@@ -178,6 +178,9 @@ fn f64v(s: Scalar) -> f64 {
 }
 
 pub fn ref_unary(op: UnaryOp, x: Scalar) -> Scalar {
+    if let Some(r) = ref_int_unary(op, x) {
+        return r;
+    }
     match (op, x) {
         (UnaryOp::Neg, Scalar::F32(_)) => c32(-f32v(x)),
         (UnaryOp::Neg, Scalar::F64(_)) => c64(-f64v(x)),
@@ -190,14 +193,22 @@ pub fn ref_unary(op: UnaryOp, x: Scalar) -> Scalar {
         (UnaryOp::IsNan, _) => Scalar::Bool(x.to_f64().is_nan()),
         (UnaryOp::IsFinite, _) => Scalar::Bool(x.to_f64().is_finite()),
         (UnaryOp::Not, Scalar::Bool(v)) => Scalar::Bool(!v),
-        // The other integers: exact i64 arithmetic reduced modulo 2^bits.
-        (UnaryOp::Neg, _) if x.dtype().is_int() => {
-            Scalar::wrap_int(x.dtype(), -x.to_i64().unwrap()).unwrap()
-        }
-        (UnaryOp::Abs, _) if x.dtype().is_int() => {
-            Scalar::wrap_int(x.dtype(), x.to_i64().unwrap().abs()).unwrap()
-        }
         _ => panic!("ill-typed unary {op:?} {x:?}"),
+    }
+}
+
+/// Neg and abs of the integer dtypes other than u8: exact i64 arithmetic reduced modulo
+/// 2^bits; `None` for every other case.
+fn ref_int_unary(op: UnaryOp, x: Scalar) -> Option<Scalar> {
+    let d = x.dtype();
+    if !d.is_int() || d == DType::U8 {
+        return None;
+    }
+    let v = x.to_i64()?;
+    match op {
+        UnaryOp::Neg => Scalar::wrap_int(d, -v),
+        UnaryOp::Abs => Scalar::wrap_int(d, v.abs()),
+        _ => None,
     }
 }
 
