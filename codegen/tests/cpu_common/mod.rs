@@ -178,6 +178,9 @@ fn f64v(s: Scalar) -> f64 {
 }
 
 pub fn ref_unary(op: UnaryOp, x: Scalar) -> Scalar {
+    if let Some(r) = ref_int_unary(op, x) {
+        return r;
+    }
     match (op, x) {
         (UnaryOp::Neg, Scalar::F32(_)) => c32(-f32v(x)),
         (UnaryOp::Neg, Scalar::F64(_)) => c64(-f64v(x)),
@@ -195,6 +198,21 @@ pub fn ref_unary(op: UnaryOp, x: Scalar) -> Scalar {
         (UnaryOp::Log, Scalar::F32(_)) => Scalar::F32(kiln_ir::math::log_f32(f32v(x)).to_bits()),
         (UnaryOp::Log, Scalar::F64(_)) => Scalar::F64(kiln_ir::math::log_f64(f64v(x)).to_bits()),
         _ => panic!("ill-typed unary {op:?} {x:?}"),
+    }
+}
+
+/// Neg and abs of the integer dtypes other than u8: exact i64 arithmetic reduced modulo
+/// 2^bits; `None` for every other case.
+fn ref_int_unary(op: UnaryOp, x: Scalar) -> Option<Scalar> {
+    let d = x.dtype();
+    if !d.is_int() || d == DType::U8 {
+        return None;
+    }
+    let v = x.to_i64()?;
+    match op {
+        UnaryOp::Neg => Scalar::wrap_int(d, -v),
+        UnaryOp::Abs => Scalar::wrap_int(d, v.abs()),
+        _ => None,
     }
 }
 
@@ -218,6 +236,9 @@ pub fn ref_binary(op: BinaryOp, a: Scalar, b: Scalar) -> Scalar {
             (Scalar::F64(_), Scalar::F64(_)) => cmp(op, f64v(a), f64v(b)),
             (Scalar::U8(x), Scalar::U8(y)) => cmp(op, x, y),
             (Scalar::Bool(x), Scalar::Bool(y)) => cmp(op, x, y),
+            _ if a.dtype() == b.dtype() && a.dtype().is_int() => {
+                cmp(op, a.to_i64().unwrap(), b.to_i64().unwrap())
+            }
             _ => panic!("mixed comparison"),
         });
     }
@@ -260,6 +281,22 @@ pub fn ref_binary(op: BinaryOp, a: Scalar, b: Scalar) -> Scalar {
             Or | Max => x || y,
             _ => panic!("ill-typed"),
         }),
+        _ if a.dtype() == b.dtype() && a.dtype().is_int() => {
+            let d = a.dtype();
+            let (x, y) = (a.to_i64().unwrap(), b.to_i64().unwrap());
+            let v = match op {
+                Add => x + y,
+                Sub => x - y,
+                Mul => x.wrapping_mul(y),
+                // Truncating; x / 0 = 0; MIN / -1 wraps to MIN (exact in i64, then reduced).
+                Div if y == 0 => 0,
+                Div => x / y,
+                Min => x.min(y),
+                Max => x.max(y),
+                _ => panic!("ill-typed"),
+            };
+            Scalar::wrap_int(d, v).unwrap()
+        }
         _ => panic!("mixed binary"),
     }
 }
