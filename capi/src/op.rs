@@ -40,6 +40,12 @@ impl Kind {
             "cval" => Kind::Double,
             "border_value" => Kind::Bool,
             "footprint" | "structure" => Kind::Mask,
+            // Morphology family (helper morph).
+            "iterations" | "connectivity" | "structure_iterations" | "origin1" | "origin2" => {
+                Kind::Ints
+            }
+            "brute_force" => Kind::Bool,
+            "structure1" | "structure2" => Kind::Mask,
             _ => Kind::Str,
         }
     }
