@@ -1,7 +1,8 @@
 //! A double-double reference for `exp` and `log`, used only to MEASURE `math.rs` (the ulp
 //! tests in `ir/tests/math_ulp.rs` and `examples/math_ulp.rs`); never part of the semantics.
 //!
-//! Scope: `exp_dd(x)` for results in the normal f64 range, `log_dd(x)` for positive normal
+//! Scope: `exp_dd(x)` for results above 2^-969 (below it the trailing part `lo` underflows
+//! and the reference degrades to f64 accuracy), `log_dd(x)` for positive normal
 //! and subnormal x, each as an unevaluated sum `hi + lo` with a relative error below about 2^-90 (the ten
 //! squarings amplify the series error 2^10-fold).
 //! Exactness argument: error-free transformations (Knuth's two-sum, Dekker's split product,
