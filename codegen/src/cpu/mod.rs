@@ -257,8 +257,9 @@ impl CpuKernel {
 /// Compiles `kernel` for the host CPU. `options.fault` plants a deliberate miscompilation
 /// (tests of the fuzzer only).
 ///
-/// The stages of a stencil kernel are independent functions (they share only the border
-/// functions, called by address), so they are compiled on up to
+/// The stages of a stencil kernel are independent functions (a big stage's border function,
+/// compiled for compile speed on a thread of its own, is defined in its stage's module and
+/// called directly), so they are compiled on up to
 /// `available_parallelism()` threads, each into a JIT module of its own, biggest stages
 /// first, each to the least loaded thread.
 pub fn compile(kernel: &Kernel, options: &CompileOptions) -> Result<CpuKernel, CodegenError> {

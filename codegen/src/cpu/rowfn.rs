@@ -170,7 +170,7 @@ pub(super) fn row_ctx(
 /// around the row body, every slot pointer advanced by its row step per row.
 ///
 /// With `border`, the columns outside the vector interior are computed by that function
-/// (see [`build_border`], called once per row through its address) instead of inline.
+/// (see [`build_border`], called once per row by a direct call) instead of inline.
 pub(crate) fn build_rows(
     b: &mut FunctionBuilder,
     stage: &Stage,
