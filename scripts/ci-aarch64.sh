@@ -4,11 +4,12 @@
 # Fails on any failing test, any fuzzer mismatch, or the time budget running out.
 #
 # Scope (docs/AARCH64.md): the Cranelift CPU backend's own tests (border modes, every op
-# family, lines, comparator networks, byte lanes, min/max trees, guarded variants, split
-# border functions), the runtime's CPU conformance suite, fused-vs-eager, line, doubling and
-# raw-NaN tests, the kernel cache (entries loaded into fresh executable memory, instruction
-# cache flushed), the guard-page tests (JIT code against inaccessible pages) and
-# `kiln fuzz --cases 300 --seed 1` (the JIT on aarch64, every case against eager, bit for bit).
+# family, no fused multiply-add, lines, comparator networks, byte lanes, min/max trees,
+# guarded variants, split border functions), the runtime's CPU conformance suite (minus its
+# long all-k sweeps), fused-vs-eager, line and raw-NaN tests, the kernel cache (entries
+# loaded into fresh executable memory, instruction cache flushed), the guard-page tests (JIT
+# code against inaccessible pages) and `kiln fuzz --cases 300 --seed 1` (the JIT on aarch64,
+# every case against eager, bit for bit).
 #
 # Limits: qemu-user emulates the instruction set, not a particular core's timing, cache or
 # memory model (a real aarch64 machine may still show weak-memory or icache bugs that qemu
@@ -65,8 +66,8 @@ fi
 # One cargo invocation with all three packages, so features resolve once and nothing is
 # built twice; building root's integration test also builds the `kiln` binary.
 # <package> <test target> [test harness arguments: skips]. Skipped under qemu, for reasons of
-# the emulator and not of aarch64: timing (qemu runs Cranelift 10-50x slower), spawning the
-# test binary as a child process (needs binfmt_misc), madvise (qemu-user does not pass it on).
+# the emulator and not of aarch64: timing (qemu runs Cranelift 10-50x slower) and spawning
+# the test binary as a child process (needs binfmt_misc).
 # The conformance suite runs its cases minus the long all-k sweeps (they repeat the kept
 # cases' code paths over more window sizes).
 suites=(
