@@ -4,7 +4,7 @@
 //! Scope: [`distance_transform_edt`], [`distance_transform_cdt`], [`distance_transform_bf`]
 //! over any [`Truth`] element type (floats, integers, bool; truth-tested as numpy does: NaN is
 //! true, -0.0 false), strided views included. They run the fused (parallel) drivers of
-//! `kiln_ops::distance` on the [`shared_engine`](super::shared_engine)'s threads.
+//! `kiln_ops::distance` on the [`shared_engine`]'s threads.
 //!
 //! Exactness: the results are `kiln_ops::distance`'s, bit for bit scipy 1.17's (golden tests
 //! in ops/tests/distance_golden.rs); the parallel drivers equal the reference ones.

@@ -133,7 +133,7 @@ fn product(axes: &[Vec<i64>]) -> Vec<Vec<i64>> {
 }
 
 /// `fp` with every offset made canonical for the spatial extents `extent` under `border`
-/// and repeats dropped (a box axis by axis, see [`clip_axis`]; other footprints offset by
+/// and repeats dropped (a box axis by axis, see `clip_axis`; other footprints offset by
 /// offset), in row-major order, or `None` when nothing changes.
 ///
 /// A footprint of several offsets never clips to one: kiln's min of one read is the value

@@ -74,7 +74,7 @@ pub fn contiguous_line(fp: &Footprint) -> Option<(usize, i64, i64)> {
     (along.len() == fp.offsets.len() && (b - a + 1) as usize == along.len()).then_some((axis, a, b))
 }
 
-/// Whether [`chain`] is exact for `[a, b]` on an axis of length `n` under `border` (see the
+/// Whether `chain` is exact for `[a, b]` on an axis of length `n` under `border` (see the
 /// module docs).
 pub fn chain_eligible(border: &Border, a: i64, b: i64, n: usize) -> bool {
     let n = n as i64;
