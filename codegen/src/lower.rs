@@ -693,17 +693,6 @@ impl StageBuilder<'_> {
         dtype: DType,
     ) -> ValueId {
         let bop = op.combiner();
-        if vals.len() == 1 && dtype.is_float() {
-            // A reduction over one value is still a reduction: a NaN comes out canonical
-            // (SEMANTICS.md). `op(v, v)` for min/max (idempotent), `v + -0` for sums (the
-            // identity but for NaN); eager does the same.
-            let other = if op == ReduceOp::Sum {
-                self.prog.konst(Scalar::from_f64(dtype, -0.0))
-            } else {
-                vals[0]
-            };
-            return self.prog.emit(Op::Binary(bop, vals[0], other), dtype);
-        }
         if op == ReduceOp::Sum {
             let mut acc = vals[0];
             for &v in &vals[1..] {

@@ -404,19 +404,9 @@ fn eval_node(
             by_dtype!(tx.dtype, K => {
                 let src = typed::<K>(xs, i, name)?;
                 let cval = border_value::<K>(border).map_err(&bad)?;
-                with_combiner!(op, K, f => {
-                    let mut out = kernels::window(src, shape, &footprint.offsets, border, cval, f);
-                    if footprint.offsets.len() == 1 {
-                        // A reduction over one value is still a reduction: a NaN comes out
-                        // canonical (SEMANTICS.md). `op(v, v)` for min/max/any/all
-                        // (idempotent), `v + -0` for sums (the identity but for NaN).
-                        let other = K::from_f64(-0.0);
-                        for v in out.iter_mut() {
-                            *v = if *op == ReduceOp::Sum { f(*v, other) } else { f(*v, *v) };
-                        }
-                    }
-                    K::wrap(out)
-                })
+                with_combiner!(op, K, f => K::wrap(kernels::window(
+                    src, shape, &footprint.offsets, border, cval, f
+                )))
             })
         }
         NodeKind::Scan { x, axis, op } => {

@@ -1,7 +1,8 @@
-//! A window reduction over one offset is a reduction (SEMANTICS.md, "Canonical NaN"): a NaN
-//! read comes out as the canonical NaN, in eager and fused alike, for min, max and sum, f32
-//! and f64, under every border mode. Found by the fuzzer (seed 201, case 7225: a one-offset
-//! `window max` under reflect returned the NaN payload eagerly and the canonical NaN fused).
+//! A window reduction over one offset is a move (SEMANTICS.md, "Folds of one element are
+//! moves"): eager and fused agree bit for bit, NaN payloads included, for min, max and sum,
+//! f32 and f64, under every border mode. Found by the fuzzer (seed 201, case 7225: a
+//! one-offset `window max` under reflect on a 1x1x1 image kept the NaN payload eagerly and
+//! gave the canonical NaN fused). Cases that still differ are listed (DIFF lines).
 
 use kiln_ir::{Border, DType, Footprint, GraphBuilder, ReduceOp, Scalar};
 use kiln_runtime::{eager, fused::Engine, Storage, Tensor};
@@ -46,18 +47,11 @@ fn input(dtype: DType, shape: &[usize]) -> Tensor {
     Tensor::from_storage(storage, shape).unwrap()
 }
 
-fn is_canonical_or_not_nan(s: Scalar) -> bool {
-    match s {
-        Scalar::F32(b) => !f32::from_bits(b).is_nan() || b == 0x7fc0_0000,
-        Scalar::F64(b) => !f64::from_bits(b).is_nan() || b == 0x7ff8_0000_0000_0000,
-        _ => true,
-    }
-}
-
 #[test]
-fn one_offset_windows_give_the_canonical_nan_in_eager_and_fused() {
+fn one_offset_windows_move_their_value_in_eager_and_fused() {
     let engine = Engine::new();
     let mut checked = 0;
+    let mut bad = 0;
     for dtype in [DType::F32, DType::F64] {
         for shape in [&[1usize, 1, 1][..], &[1, 2, 7], &[2, 1, 3, 5]] {
             let rank = shape.len() - 2;
@@ -73,11 +67,12 @@ fn one_offset_windows_give_the_canonical_nan_in_eager_and_fused() {
                         let e = eager::run(&g, std::slice::from_ref(&t)).unwrap();
                         let f = engine.run(&g, std::slice::from_ref(&t)).unwrap();
                         let (e, f) = (e[0].to_scalars(), f[0].to_scalars());
-                        assert_eq!(e, f, "{dtype} {shape:?} {border:?} {op:?} offset {off}");
-                        assert!(
-                            e.iter().all(|&s| is_canonical_or_not_nan(s)),
-                            "{dtype} {shape:?} {border:?} {op:?} offset {off}: {e:?}"
-                        );
+                        if e != f {
+                            eprintln!(
+                                "DIFF {dtype} {shape:?} {border:?} {op:?} offset {off}: {e:?} vs {f:?}"
+                            );
+                            bad += 1;
+                        }
                         checked += 1;
                     }
                 }
@@ -85,4 +80,8 @@ fn one_offset_windows_give_the_canonical_nan_in_eager_and_fused() {
         }
     }
     assert_eq!(checked, 2 * 3 * 5 * 3 * 3);
+    assert_eq!(
+        bad, 0,
+        "{bad} one-offset windows differ between eager and fused"
+    );
 }

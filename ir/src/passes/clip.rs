@@ -163,7 +163,10 @@ pub fn clip_footprint(fp: &Footprint, extent: &[usize], border: &Border) -> Opti
             set.into_iter().collect()
         }
     };
-    if offsets.len() == 1 {
+    // A window of two or more reads combines (a NaN comes out canonical); clipped to one
+    // read it would move the NaN instead, so it keeps a second read. A one-offset window is
+    // a move already (SEMANTICS.md) and stays one read.
+    if offsets.len() == 1 && fp.offsets.len() >= 2 {
         if let Some(other) = fp.offsets.iter().find(|o| **o != offsets[0]) {
             offsets.push(other.clone());
         }
