@@ -492,6 +492,16 @@ impl GraphBuilder {
         self.check_axis(call.axis, &tx, K)?;
         crate::extern_call::check_extern_name(&call.name)
             .map_err(|m| BuildError::invalid(self.next_id(), K, m))?;
+        // Extern line functions see f32, f64, u8 or bool lines (runtime/src/line_extern.rs).
+        for d in [tx.dtype, call.out] {
+            if !matches!(d, DType::F32 | DType::F64 | DType::U8 | DType::Bool) {
+                return Err(BuildError::invalid(
+                    self.next_id(),
+                    K,
+                    format!("extern line functions take f32, f64, u8 or bool lines, not {d}"),
+                ));
+            }
+        }
         let ty = TensorType {
             dtype: call.out,
             shape: tx.shape,

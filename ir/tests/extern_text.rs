@@ -200,3 +200,30 @@ fn cse_merges_only_identical_calls() {
         "params (-0 vs +0 by bits) and direction keep calls apart: {o:?}"
     );
 }
+
+/// Extern line functions see f32, f64, u8 or bool lines: other dtypes, in or out, are a
+/// build error (fuzzer seed 202 case 8915 built a u16 extern that eager refused at run time
+/// while fused dropped the unused node).
+#[test]
+fn externs_over_other_dtypes_are_build_errors() {
+    for (input, out) in [
+        (DType::U16, DType::U16),
+        (DType::F32, DType::I32),
+        (DType::I8, DType::F32),
+    ] {
+        let mut b = GraphBuilder::new();
+        let x = b.input(input, &[1, 1, 4]).unwrap();
+        let err = b
+            .line_extern(x, call("kiln.copy", 0, false, out, vec![]))
+            .unwrap_err();
+        assert!(
+            err.to_string().contains("f32, f64, u8 or bool lines"),
+            "{input} -> {out}: {err}"
+        );
+    }
+    let mut b = GraphBuilder::new();
+    let x = b.input(DType::U8, &[1, 1, 4]).unwrap();
+    assert!(b
+        .line_extern(x, call("kiln.copy", 0, false, DType::U8, vec![]))
+        .is_ok());
+}

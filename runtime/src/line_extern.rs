@@ -248,6 +248,14 @@ pub fn registered_line_externs() -> Vec<String> {
 /// parameters with the call's output dtype.
 pub fn resolve(call: &ExternCall, x: DType) -> Result<Arc<LineExtern>, RuntimeError> {
     let ext = line_extern(&call.name)?;
+    for d in [x, call.out] {
+        if !matches!(d, DType::F32 | DType::F64 | DType::U8 | DType::Bool) {
+            return Err(extern_err(
+                &call.name,
+                format!("extern line functions take f32, f64, u8 or bool lines, not {d}"),
+            ));
+        }
+    }
     let out = (ext.out_dtype)(x, &call.params).map_err(|m| extern_err(&call.name, m))?;
     if out != call.out {
         return Err(extern_err(

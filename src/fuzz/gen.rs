@@ -504,6 +504,10 @@ impl Gen<'_> {
     /// and direction; `kiln.since_true` gets a unit among 1, 0.5, -2, 0, +inf and NaN.
     fn extern_call(&mut self, x: NodeId) -> Option<NodeId> {
         let t = self.ty(x);
+        // Extern line functions take f32, f64, u8 and bool lines only.
+        if !matches!(t.dtype, DType::F32 | DType::F64 | DType::U8 | DType::Bool) {
+            return None;
+        }
         let name = if t.dtype.is_float() {
             *self.rng.pick(&FLOAT_EXTERNS)
         } else {
