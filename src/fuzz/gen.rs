@@ -928,7 +928,7 @@ mod tests {
     fn generates_every_builtin_extern_and_none_without_externs() {
         let mut seen = std::collections::HashSet::new();
         let (mut back, mut fwd) = (0, 0);
-        for seed in 0..400 {
+        for seed in 0..2000 {
             for n in &generate(seed, 12).graph.nodes {
                 if let NodeKind::Extern { call, .. } = &n.kind {
                     assert!(
