@@ -7,6 +7,9 @@
 //! signed zero), eager and fused, and eager and fused must agree with each other. Limits:
 //! the data is what the script generated; it runs no Python.
 
+mod common;
+
+use common::manifest::{promote, Case};
 use std::path::{Path, PathBuf};
 
 use kiln_ir::{DType, Scalar, TensorType};
@@ -20,46 +23,8 @@ fn golden_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/golden/int_dtypes")
 }
 
-/// `[S1..Sd]` as a `[1, 1, S1..Sd]` view of the same storage.
-fn promote(t: Tensor) -> Tensor {
-    let mut shape = vec![1, 1];
-    shape.extend_from_slice(t.shape());
-    let mut strides = vec![t.numel(), t.numel()];
-    strides.extend_from_slice(t.strides());
-    Tensor::from_parts(t.storage().clone(), &shape, &strides, t.offset()).expect("valid view")
-}
-
-struct Case {
-    name: String,
-    op: String,
-    input: String,
-    params: Vec<(String, String)>,
-}
-
 fn manifest() -> Vec<Case> {
-    let text = std::fs::read_to_string(golden_dir().join("manifest.txt"))
-        .expect("tests/golden/int_dtypes/manifest.txt (run scripts/gold_int_dtypes.py)");
-    text.lines()
-        .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
-        .map(|l| {
-            let mut it = l.split_whitespace();
-            let name = it.next().expect("case name").to_string();
-            let op = it.next().expect("op name").to_string();
-            let input = it.next().expect("input file").to_string();
-            let params = it
-                .map(|p| {
-                    let (k, v) = p.split_once('=').expect("name=value");
-                    (k.to_string(), v.to_string())
-                })
-                .collect();
-            Case {
-                name,
-                op,
-                input,
-                params,
-            }
-        })
-        .collect()
+    common::manifest::read(&golden_dir(), "scripts/gold_int_dtypes.py")
 }
 
 /// The first element where `got` and `want` differ, as a message.
@@ -89,7 +54,7 @@ fn compare(got: &Tensor, want: &Tensor) -> Option<String> {
 /// Runs one case eagerly and fused; the failures found.
 fn run_case(case: &Case, engine: &Engine) -> Vec<String> {
     let dir = golden_dir();
-    let input = promote(read_npy(dir.join(&case.input)).expect("reading input"));
+    let input = promote(read_npy(dir.join(case.input())).expect("reading input"));
     let want = promote(read_npy(dir.join(format!("{}.out.npy", case.name))).expect("output"));
     let ty = TensorType {
         dtype: input.dtype(),
@@ -170,7 +135,7 @@ fn goldens_cover_every_operator_and_int_dtype() {
     }
     // The inputs really have the dtype their names say.
     for c in cases.iter().filter(|c| c.name.contains("_u16_")).take(3) {
-        let t = read_npy(dir.join(&c.input)).unwrap();
+        let t = read_npy(dir.join(c.input())).unwrap();
         assert_eq!(t.dtype(), DType::U16, "{}", c.name);
     }
 }

@@ -3,6 +3,9 @@
 //! eager oracle and with the fused engine. Graph operators run through `build_plan`; cases
 //! with a mask or `iterations` other than 1..=64 run through `kiln_ops::binary_program`.
 
+mod common;
+
+use common::manifest::{promote, Case};
 use std::path::{Path, PathBuf};
 
 use kiln_ir::TensorType;
@@ -15,57 +18,8 @@ fn dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/golden/morphology")
 }
 
-/// `[S..]` as `[1, 1, S..]`.
-fn promote(t: Tensor) -> Tensor {
-    let mut shape = vec![1, 1];
-    shape.extend_from_slice(t.shape());
-    let mut strides = vec![t.numel(), t.numel()];
-    strides.extend_from_slice(t.strides());
-    Tensor::from_parts(t.storage().clone(), &shape, &strides, t.offset()).expect("view")
-}
-
-struct Case {
-    name: String,
-    op: String,
-    inputs: Vec<String>,
-    params: Vec<(String, String)>,
-    bc: bool,
-}
-
 fn manifest() -> Vec<Case> {
-    let text = std::fs::read_to_string(dir().join("manifest.txt")).expect("manifest.txt");
-    text.lines()
-        .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
-        .map(|l| {
-            let mut it = l.split_whitespace();
-            let name = it.next().expect("name").to_string();
-            let op = it.next().expect("op").to_string();
-            let inputs = it
-                .next()
-                .expect("inputs")
-                .split(',')
-                .map(String::from)
-                .collect();
-            let mut bc = false;
-            let params = it
-                .filter_map(|p| {
-                    let (k, v) = p.split_once('=').expect("name=value");
-                    if k == "layout" {
-                        bc = v == "bc";
-                        return None;
-                    }
-                    Some((k.to_string(), v.to_string()))
-                })
-                .collect();
-            Case {
-                name,
-                op,
-                inputs,
-                params,
-                bc,
-            }
-        })
-        .collect()
+    common::manifest::read(&dir(), "scripts/gold_morphology.py")
 }
 
 fn load(case: &Case, file: &str) -> Tensor {

@@ -5,26 +5,20 @@
 //! value is NaN (gradient magnitude of data with ±Inf: `Inf - Inf`), kiln's must be the
 //! canonical NaN (kiln canonicalises computed NaNs; numpy's NaN bits depend on the CPU).
 
+mod common;
+
+use common::manifest::{promote, Case};
 use std::path::{Path, PathBuf};
 
 use kiln_ir::semantics::{CANONICAL_NAN_F32, CANONICAL_NAN_F64};
 use kiln_ir::{Scalar, TensorType};
 use kiln_ops::build_op;
+use kiln_runtime::eager;
 use kiln_runtime::fused::Engine;
 use kiln_runtime::npy::read_npy;
-use kiln_runtime::{eager, Tensor};
 
 fn reference_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/reference")
-}
-
-/// `[S1..Sd]` as a `[1, 1, S1..Sd]` view of the same storage.
-fn promote(t: Tensor) -> Tensor {
-    let mut shape = vec![1, 1];
-    shape.extend_from_slice(t.shape());
-    let mut strides = vec![t.numel(), t.numel()];
-    strides.extend_from_slice(t.strides());
-    Tensor::from_parts(t.storage().clone(), &shape, &strides, t.offset()).expect("valid view")
 }
 
 /// Compares one element; `None` when equal under the rule above.
@@ -36,37 +30,8 @@ fn differs(got: Scalar, want: Scalar) -> bool {
     }
 }
 
-struct Case {
-    name: String,
-    op: String,
-    input: String,
-    params: Vec<(String, String)>,
-}
-
 fn manifest() -> Vec<Case> {
-    let text = std::fs::read_to_string(reference_dir().join("manifest.txt"))
-        .expect("tests/reference/manifest.txt (run scripts/make_scipy_refs.py)");
-    text.lines()
-        .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
-        .map(|l| {
-            let mut it = l.split_whitespace();
-            let name = it.next().expect("case name").to_string();
-            let op = it.next().expect("op name").to_string();
-            let input = it.next().expect("input file").to_string();
-            let params = it
-                .map(|p| {
-                    let (k, v) = p.split_once('=').expect("name=value");
-                    (k.to_string(), v.to_string())
-                })
-                .collect();
-            Case {
-                name,
-                op,
-                input,
-                params,
-            }
-        })
-        .collect()
+    common::manifest::read(&reference_dir(), "scripts/make_scipy_refs.py")
 }
 
 /// Which executor a case runs on.
@@ -79,7 +44,7 @@ enum Exec {
 /// Runs one case; returns a description of the first mismatch, if any.
 fn run_case(case: &Case, exec: Exec, engine: &Engine) -> Option<String> {
     let dir = reference_dir();
-    let input = promote(read_npy(dir.join(&case.input)).expect("reading input"));
+    let input = promote(read_npy(dir.join(case.input())).expect("reading input"));
     let want = promote(read_npy(dir.join(format!("{}.out.npy", case.name))).expect("output"));
     let ty = TensorType {
         dtype: input.dtype(),

@@ -1,3 +1,4 @@
 //! Helpers shared by the ops tests.
 
 pub mod gold;
+pub mod manifest;
