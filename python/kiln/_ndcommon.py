@@ -15,9 +15,24 @@ from . import _chain, _dlpack
 from ._fuse import Lazy
 
 
+def is_binary(spec) -> bool:
+    """Whether ``spec`` is a binary operator (bool result, truth-tested input)."""
+    return spec[0].startswith("binary_")
+
+
 def run(specs, axes, input, output):
-    """Runs the chain ``specs`` on ``input`` under scipy's ``output`` rules."""
+    """Runs the chain ``specs`` on ``input`` under scipy's ``output`` rules. A chain starting
+    with a binary operator truth-tests a non-bool input first (scipy's reading); a binary
+    operator after a non-binary one needs bool data there (a chain keeps one dtype)."""
     x, back = _dlpack.to_numpy(input)
+    if x.dtype != np.bool_ and any(is_binary(s) for s in specs):
+        if not is_binary(specs[0]):
+            first = next(s[0] for s in specs if is_binary(s))
+            raise ValueError(
+                f"{first}: in a chain on {x.dtype} data a binary operator must come first "
+                "(a chain keeps one dtype; pass bool data)"
+            )
+        x, _ = truth(x, specs[0][0])
     out = None
     if output is not None:
         if isinstance(output, np.ndarray):

@@ -25,7 +25,6 @@ DLPack producers are taken without a copy and the result is returned in the inpu
 
 from __future__ import annotations
 
-
 from . import _chain, _ndcommon
 from ._distance import distance_transform_bf, distance_transform_cdt, distance_transform_edt
 from ._morphology import (
