@@ -145,3 +145,40 @@ def test_gil_is_released(which):
         print(f"SKIP: the {which} call took {took:.3f}s, too short to observe")
         pytest.skip(f"{which} call too short ({took:.3f}s) to observe the GIL")
     assert progressed, f"no Python progress during a {took:.2f}s {which} call: GIL held"
+
+
+def test_threads_agree_on_programs():
+    """The binary programs, distance transforms and Sinkhorn from many threads at once give
+    the bits of one call."""
+    import kiln.ot as kot
+
+    rng = np.random.default_rng(41)
+    x = rng.random((120, 130)) < 0.7
+    m = rng.random((120, 130)) < 0.8
+    a = np.full(40, 1 / 40)
+    M = rng.random((40, 40))
+    calls = [
+        lambda: kn.binary_dilation(x, iterations=-1, mask=m),
+        lambda: kn.binary_fill_holes(x),
+        lambda: kn.distance_transform_edt(x, return_indices=True)[1],
+        lambda: kn.distance_transform_cdt(x, metric="taxicab"),
+        lambda: kot.sinkhorn(a, a, M, 0.5),
+    ]
+    wants = [c() for c in calls]
+    errors = []
+
+    def work(k):
+        try:
+            for _ in range(4):
+                for c, w in zip(calls, wants):
+                    assert_bits(c(), w)
+        except Exception as e:  # reported below
+            errors.append((k, e))
+
+    threads = [threading.Thread(target=work, args=(k,)) for k in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=120)
+    assert not errors, errors
+    assert not any(t.is_alive() for t in threads)
