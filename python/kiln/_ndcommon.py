@@ -9,6 +9,8 @@ caller's array, bit for bit). Limits: ``output=`` must have the result's dtype.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from . import _chain, _dlpack
@@ -33,6 +35,8 @@ def run(specs, axes, input, output):
                 "(a chain keeps one dtype; pass bool data)"
             )
         x, _ = truth(x, specs[0][0])
+    if x.dtype.kind in "iu":
+        check_int_cval(specs, x.dtype)
     out = None
     if output is not None:
         if isinstance(output, np.ndarray):
@@ -46,6 +50,21 @@ def run(specs, axes, input, output):
             check_output_dtype(output, x.dtype, "kiln computes in the input's dtype")
     result = _chain.chain(specs, axes).run(x, out)
     return output if out is not None else _dlpack.from_numpy(result, back)
+
+
+def check_int_cval(specs, dtype):
+    """On integer data a ``constant`` border's ``cval`` must truncate into the dtype's range:
+    scipy converts it with a C cast, undefined (and platform-dependent) for NaN and values
+    out of range, so kiln refuses those rather than pick one answer."""
+    info = np.iinfo(dtype)
+    for s in specs:
+        if s[5] in ("constant", "grid-constant"):
+            c = s[6]
+            if not (math.isfinite(c) and info.min <= math.trunc(c) <= info.max):
+                raise ValueError(
+                    f"{s[0]}: cval {c!r} is not representable in {np.dtype(dtype).name} "
+                    "(scipy's C cast is undefined there)"
+                )
 
 
 def check_output_dtype(output, dtype, why):

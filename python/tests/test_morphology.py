@@ -232,3 +232,18 @@ def test_morphology_errors():
         kn.binary_fill_holes(x, output=ro)
     with pytest.raises(ValueError):
         kn.binary_fill_holes(np.zeros((0, 3), bool))
+
+
+@pytest.mark.parametrize("dtype", [np.uint8, np.int8, np.uint32, np.int32])
+def test_integer_cval_truncates_or_is_refused(dtype):
+    x = make((6, 7), dtype, seed=40)
+    for cval in [2.7, -2.0, 100.9]:
+        if cval < 0 and np.dtype(dtype).kind == "u":
+            continue
+        kw = dict(size=3, mode="constant", cval=cval)
+        for name in ["grey_erosion", "median_filter", "white_tophat"]:
+            assert_bits(getattr(kn, name)(x, **kw), getattr(sp, name)(x, **kw))
+    info = np.iinfo(dtype)
+    for cval in [float("nan"), float(info.max) + 1, float(info.min) - 1]:
+        with pytest.raises(ValueError, match="not representable"):
+            kn.grey_dilation(x, size=3, mode="constant", cval=cval)
