@@ -35,7 +35,7 @@ def run(specs, axes, input, output):
                 "(a chain keeps one dtype; pass bool data)"
             )
         x, _ = truth(x, specs[0][0])
-    if x.dtype.kind in "iu":
+    if x.dtype.kind in "iub":
         check_int_cval(specs, x.dtype)
     out = None
     if output is not None:
@@ -55,12 +55,16 @@ def run(specs, axes, input, output):
 def check_int_cval(specs, dtype):
     """On integer data a ``constant`` border's ``cval`` must truncate into the dtype's range:
     scipy converts it with a C cast, undefined (and platform-dependent) for NaN and values
-    out of range, so kiln refuses those rather than pick one answer."""
-    info = np.iinfo(dtype)
+    out of range, so kiln refuses those rather than pick one answer. On bool data it must be
+    0 or 1 (scipy's cast stores other values as non-canonical bool bytes)."""
+    lo, hi = (0, 1) if dtype == np.bool_ else (np.iinfo(dtype).min, np.iinfo(dtype).max)
     for s in specs:
         if s[5] in ("constant", "grid-constant"):
             c = s[6]
-            if not (math.isfinite(c) and info.min <= math.trunc(c) <= info.max):
+            ok = math.isfinite(c) and lo <= math.trunc(c) <= hi
+            if dtype == np.bool_:
+                ok = c in (0.0, 1.0)
+            if not ok:
                 raise ValueError(
                     f"{s[0]}: cval {c!r} is not representable in {np.dtype(dtype).name} "
                     "(scipy's C cast is undefined there)"

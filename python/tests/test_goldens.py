@@ -95,7 +95,7 @@ def same(a, b):
 
 
 def replay(family, manifest, stride=1):
-    differ, n = [], 0
+    differ, skipped, n = [], [], 0
     for i, (case, op, files, *params) in enumerate(lines(family, manifest)):
         if i % stride:
             continue
@@ -111,16 +111,23 @@ def replay(family, manifest, stride=1):
             assert_bits(got, want)
         except AssertionError as e:
             raise AssertionError(f"{family} case {case}: kiln != scipy 1.17 golden: {e}") from None
+        if op == "median_filter" and x.ndim == 1 and scipy.__version__.startswith("1.15"):
+            skipped.append(case)  # scipy 1.15's 1-D median path reads out of bounds
+            continue
         theirs = run_planes(getattr(sp, op), x, mask, kw, bc)
         if not same(theirs, want):
             differ.append(case)
+    if skipped:
+        print(f"SKIP (scipy side only) {len(skipped)} {family} cases: scipy {scipy.__version__}'s "
+              f"1-D median_filter reads out of bounds (kiln equals 1.17 there): {skipped}",
+              file=sys.stderr)
     if differ:
         print(f"NOTE: scipy {scipy.__version__} differs from the scipy 1.17 goldens on "
               f"{len(differ)} of {n} {family} cases (kiln equals 1.17): {differ}",
               file=sys.stderr)
     else:
-        print(f"scipy {scipy.__version__} equals the scipy 1.17 goldens on all {n} {family} cases",
-              file=sys.stderr)
+        print(f"scipy {scipy.__version__} equals the scipy 1.17 goldens on the other "
+              f"{n - len(skipped)} of {n} {family} cases", file=sys.stderr)
     return n
 
 
