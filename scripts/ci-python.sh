@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds the Python package (python/, PyO3 + maturin) with the dev profile into the root's
-# target/ and runs its pytest suite (scipy bit-for-bit, kornia, fuse, errors, threads, Dask on
-# a LocalCluster). Exits non-zero on any failure.
+# target/ and runs its pytest suite (scipy bit-for-bit and its 1.17 goldens, POT, kornia,
+# fuse, errors, threads, Dask on a LocalCluster). Exits non-zero on any failure.
 #
 # CI time: the extension is built with CARGO_TARGET_DIR=<repo>/target, the same [profile.dev]
 # as the root workspace and python/Cargo.lock pinned to the root's versions, so after
@@ -18,7 +18,8 @@ stamp() { echo "== [python $(($(date +%s) - start))s] $*"; }
 stamp "venv $venv"
 [ -x "$venv/bin/python" ] || "$python" -m venv "$venv"
 "$venv/bin/python" -m pip install --quiet --disable-pip-version-check \
-    maturin==1.8.3 numpy==2.2.4 scipy==1.15.2 pytest==8.3.5 "dask[distributed]==2025.3.0"
+    maturin==1.8.3 numpy==2.2.4 scipy==1.15.2 pytest==8.3.5 "dask[distributed]==2025.3.0" \
+    pot==0.9.7.post1
 
 stamp "maturin develop (dev profile, shared target/)"
 export CARGO_TARGET_DIR=$root/target CARGO_INCREMENTAL=${CARGO_INCREMENTAL:-0}

@@ -2,7 +2,7 @@
 ``fuse``.
 
 A spec is a hashable tuple ``(kind, size, footprint_shape, footprint_mask, origin, mode,
-cval, border_value)``; a chain of specs plus scipy's ``axes`` keys one native ``Chain``,
+cval, border_value, iterations, structure_values, structure2)``; a chain of specs plus scipy's ``axes`` keys one native ``Chain``,
 which compiles once per dtype and shape (kernels once per rank). Exactness: nothing here
 touches values. Limits: the cache holds at most ``_MAX`` chains and is emptied when full.
 """
@@ -53,8 +53,11 @@ def footprint(fp, name: str = "footprint"):
     return tuple(int(s) for s in a.shape), tuple(bool(b) for b in (a != 0).ravel())
 
 
-def spec(kind, size=None, fp=None, origin=0, mode=None, cval=0.0, border_value=False) -> tuple:
-    """One operator spec."""
+def spec(kind, size=None, fp=None, origin=0, mode=None, cval=0.0, border_value=False,
+         iterations=1, values=None, structure2=None) -> tuple:
+    """One operator spec (``values``: a non-flat structure's values, row-major over the
+    footprint's shape; ``structure2``: binary_hit_or_miss's second structure as
+    ``(shape, mask)``)."""
     shape, mask = fp if fp is not None else (None, None)
     sizes = None if size is None or fp is not None else ints(size, "size")
     if sizes is not None and any(s < 0 for s in sizes):
@@ -62,7 +65,9 @@ def spec(kind, size=None, fp=None, origin=0, mode=None, cval=0.0, border_value=F
     org = () if isinstance(origin, numbers.Integral) and origin == 0 else ints(origin, "origin")
     if mode is not None and not isinstance(mode, str):
         raise ValueError(f"{kind}: mode must be one string (kiln takes one mode for every axis)")
-    return (kind, sizes, shape, mask, org, mode, float(cval), bool(border_value))
+    vals = None if values is None else tuple(float(v) for v in values)
+    return (kind, sizes, shape, mask, org, mode, float(cval), bool(border_value),
+            int(iterations), vals, structure2)
 
 
 def normalize_axes(axes):

@@ -1,28 +1,47 @@
-"""``kiln.ndimage``: scipy.ndimage's filters with scipy's signatures, run as kiln kernels.
+"""``kiln.ndimage``: scipy.ndimage's filters, morphology and distance transforms with scipy's
+signatures, run as kiln kernels.
 
 Every function takes scipy's arguments (``size``, ``footprint``, ``structure``, ``mode``,
-``cval``, ``origin``, ``output``, ``axes``) and returns scipy's output dtype (the input's;
-bool for ``binary_erosion``). Results are bit-identical to scipy's for float32, float64 and
-uint8 inputs without NaN and without mixed signed zeros (kiln orders ``-0 < +0`` and lets
-NaN win, where scipy's order is implementation-defined). Every axis is filtered unless
-``axes`` names the filtered ones, as in scipy. Differences from scipy, all raising instead
-of computing: only float32, float64, uint8 and bool arrays (``TypeError``); one ``mode`` for
-every axis; grey morphology with a flat footprint only (a ``structure`` must be all zeros);
-``binary_erosion`` with one iteration and no mask; ``output`` must be a C-contiguous
-writeable array of the result's dtype (or that dtype itself); zero-size arrays are a
-``ValueError``.
+``cval``, ``origin``, ``output``, ``axes``, ``iterations``, ``mask``, ``border_value``, ...)
+and returns scipy's output dtype (the input's for grey operators; bool for binary ones;
+float64/int32/uint32 for distance transforms). Results are bit-identical to scipy's for
+float32, float64, uint8, bool, int8, uint16, int16, int32 and uint32 inputs without NaN and
+without mixed signed zeros (kiln orders ``-0 < +0`` and lets NaN win, where scipy's order is
+implementation-defined). Every axis is filtered unless ``axes`` names the filtered ones, as in
+scipy. Differences from scipy, all raising instead of computing: other dtypes (int64, uint64,
+float16, complex) are a ``TypeError``; one ``mode`` for every axis; a non-flat ``structure``
+needs float input (``TypeError``); ``output`` must be a C-contiguous writeable array of the
+result's dtype (or that dtype itself) for the fused operators, an array of the result's dtype
+and shape otherwise; ``axes`` in increasing order when a footprint or structure is given;
+zero-size arrays and bad arguments are a ``ValueError`` (where scipy raises ``RuntimeError``).
 
-Inside ``kiln.fuse`` these functions build the fused chain instead of computing. torch (CPU)
-tensors and other DLPack producers are taken without a copy and the result is returned in the
-input's library (see ``kiln._dlpack``).
+Inside ``kiln.fuse`` the one-graph operators (grey morphology, filters, binary morphology
+without ``mask`` and with 1 to 64 ``iterations``, hit-or-miss, top-hats, gradients) build the
+fused chain instead of computing; the others (masks, ``iterations < 1``, propagation, hole
+filling, distance transforms) raise ``ValueError`` there. torch (CPU) tensors and other
+DLPack producers are taken without a copy and the result is returned in the input's library
+(see ``kiln._dlpack``).
 """
 
 from __future__ import annotations
 
-import numpy as np
-
-from . import _chain, _dlpack
-from ._fuse import Lazy
+from . import _chain, _ndcommon
+from ._distance import distance_transform_bf, distance_transform_cdt, distance_transform_edt
+from ._morphology import (
+    binary_closing,
+    binary_dilation,
+    binary_erosion,
+    binary_fill_holes,
+    binary_hit_or_miss,
+    binary_opening,
+    binary_propagation,
+    black_tophat,
+    generate_binary_structure,
+    iterate_structure,
+    morphological_gradient,
+    morphological_laplace,
+    white_tophat,
+)
 
 __all__ = [
     "median_filter",
@@ -33,68 +52,33 @@ __all__ = [
     "grey_closing",
     "binary_erosion",
     "gradient_magnitude",
+    # Morphology and distance transforms (scipy.ndimage's full morphology module).
+    "binary_dilation",
+    "binary_opening",
+    "binary_closing",
+    "binary_hit_or_miss",
+    "binary_propagation",
+    "binary_fill_holes",
+    "white_tophat",
+    "black_tophat",
+    "morphological_gradient",
+    "morphological_laplace",
+    "generate_binary_structure",
+    "iterate_structure",
+    "distance_transform_edt",
+    "distance_transform_cdt",
+    "distance_transform_bf",
 ]
 
 
-def _run(specs, axes, input, output):
-    x, back = _dlpack.to_numpy(input)
-    out = None
-    if output is not None:
-        if isinstance(output, np.ndarray):
-            out = output
-        elif _dlpack.is_dlpack(output):
-            # Written in place through a view; like scipy, the given output is returned.
-            out = _dlpack.writable_view(output)
-            _chain.chain(specs, axes).run(x, out)
-            return output
-        else:
-            try:
-                dt = np.dtype(output)
-            except TypeError:
-                raise TypeError(f"output: must be an array or a dtype, got {output!r}") from None
-            if dt != x.dtype:
-                raise TypeError(
-                    f"output: dtype {dt} differs from the input's {x.dtype} "
-                    "(kiln computes in the input's dtype)"
-                )
-    result = _chain.chain(specs, axes).run(x, out)
-    return output if out is not None else _dlpack.from_numpy(result, back)
+_run = _ndcommon.run
 
 
 def _apply(spec, input, output, axes, sort_axes=False):
-    axes = _chain.normalize_axes(axes)
-    if sort_axes and axes is not None:
-        # scipy maps a footprint's (and a rank filter's) dimensions onto the axes in
-        # increasing order but origins in the order given; kiln takes one order, so it asks
-        # for increasing axes there rather than guess.
-        ndim = None if isinstance(input, Lazy) else np.ndim(input)
-        norm = [a % ndim if ndim and -ndim <= a < ndim else a for a in axes]
-        if norm != sorted(norm):
-            raise ValueError(
-                f"{spec[0]}: with a footprint (and in median_filter) give axes in increasing "
-                f"order, got {axes}"
-            )
-    if isinstance(input, Lazy):
-        if output is not None:
-            raise ValueError("kiln.fuse: output= is not allowed inside a traced function")
-        return input.then(spec, axes)
-    return _run((spec,), axes, input, output)
+    return _ndcommon.apply(spec, input, output, axes, sort_axes)
 
 
-def _window(name, size, footprint, structure, mode, cval, origin):
-    if structure is not None:
-        st = np.asarray(structure)
-        if np.any(st != 0):
-            raise ValueError(
-                f"{name}: a non-flat structure is not supported (use footprint=)"
-            )
-        if footprint is None:
-            footprint = np.ones(st.shape, dtype=bool)
-    if footprint is not None:
-        return _chain.spec(name, fp=_chain.footprint(footprint), origin=origin, mode=mode, cval=cval)
-    if size is None:
-        raise ValueError(f"{name}: no footprint or filter size provided")
-    return _chain.spec(name, size=size, origin=origin, mode=mode, cval=cval)
+_window = _ndcommon.window
 
 
 def median_filter(input, size=None, footprint=None, output=None, mode="reflect", cval=0.0,
@@ -108,8 +92,9 @@ def median_filter(input, size=None, footprint=None, output=None, mode="reflect",
 
 def grey_erosion(input, size=None, footprint=None, structure=None, output=None,
                  mode="reflect", cval=0.0, origin=0, *, axes=None):
-    """scipy.ndimage.grey_erosion with a flat footprint (a minimum filter). Bit-identical to
-    scipy without NaN and mixed signed zeros."""
+    """scipy.ndimage.grey_erosion: the minimum over the footprint, minus the non-flat
+    ``structure``'s values when given (computed in the input's float dtype; float input only).
+    Bit-identical to scipy without NaN and mixed signed zeros."""
     s = _window("grey_erosion", size, footprint, structure, mode, cval, origin)
     return _apply(s, input, output, axes, sort_axes=s[2] is not None)
 
@@ -122,8 +107,9 @@ def minimum_filter(input, size=None, footprint=None, output=None, mode="reflect"
 
 def grey_dilation(input, size=None, footprint=None, structure=None, output=None,
                   mode="reflect", cval=0.0, origin=0, *, axes=None):
-    """scipy.ndimage.grey_dilation with a flat footprint: the maximum over the reflected
-    footprint. Bit-identical to scipy without NaN and mixed signed zeros."""
+    """scipy.ndimage.grey_dilation: the maximum over the reflected footprint (plus the
+    reflected non-flat ``structure`` when given; float input only). Bit-identical to scipy
+    without NaN and mixed signed zeros."""
     s = _window("grey_dilation", size, footprint, structure, mode, cval, origin)
     return _apply(s, input, output, axes, sort_axes=s[2] is not None)
 
@@ -140,28 +126,6 @@ def grey_closing(input, size=None, footprint=None, structure=None, output=None,
     """scipy.ndimage.grey_closing (erosion of the dilation), fused into one kernel."""
     s = _window("grey_closing", size, footprint, structure, mode, cval, origin)
     return _apply(s, input, output, axes, sort_axes=s[2] is not None)
-
-
-def binary_erosion(input, structure=None, iterations=1, mask=None, output=None,
-                   border_value=0, origin=0, brute_force=False, *, axes=None):
-    """scipy.ndimage.binary_erosion: one iteration, no mask (``ValueError`` otherwise).
-    Non-bool input is read as ``input != 0``, as scipy does. Returns bool, bit-identical to
-    scipy."""
-    if iterations != 1:
-        raise ValueError("binary_erosion: only iterations=1 is supported")
-    if mask is not None:
-        raise ValueError("binary_erosion: mask is not supported")
-    if border_value not in (0, 1, True, False):
-        raise ValueError("binary_erosion: border_value must be 0 or 1")
-    fp = None if structure is None else _chain.footprint(structure, "structure")
-    s = _chain.spec("binary_erosion", fp=fp, origin=origin, border_value=bool(border_value))
-    if not isinstance(input, Lazy):
-        input = np.asarray(input)
-        if input.dtype != np.bool_:
-            if np.iscomplexobj(input):
-                raise TypeError("binary_erosion: complex input is not supported")
-            input = input != 0
-    return _apply(s, input, output, axes)
 
 
 def gradient_magnitude(input, mode="reflect", cval=0.0, output=None, *, axes=None):

@@ -6,7 +6,13 @@
 //! arrays with the GIL released. Exactness: values pass through bit for bit (numpy's buffer
 //! is read in place; results are handed to numpy without a copy; `out=` is written by one
 //! copy), so results are the fused kernels', equal to kiln's eager oracle. Limits: f32, f64,
-//! u8 and bool arrays only; `out=` must be C-contiguous, writeable and of the input's dtype.
+//! u8, bool, i8, u16, i16, i32 and u32 arrays; `out=` must be C-contiguous, writeable and of
+//! the input's dtype. The programs that are not one graph (masked or fixpoint binary
+//! morphology, distance transforms, Sinkhorn) live in `morph.rs`, `distance.rs` and `ot.rs`.
+
+mod distance;
+mod morph;
+mod ot;
 
 use kiln::embed::{Element, Error, Mode, Op, OpKind, Pipeline, Window};
 use kiln::ir::DType;
@@ -18,8 +24,10 @@ use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 
 /// One operator as the Python layer describes it: `(kind, size, footprint_shape,
-/// footprint_mask, origin, mode, cval, border_value)`.
-type Spec = (
+/// footprint_mask, origin, mode, cval, border_value, iterations, structure_values,
+/// structure2)`.
+#[derive(FromPyObject)]
+struct Spec(
     String,
     Option<Vec<usize>>,
     Option<Vec<usize>>,
@@ -28,16 +36,21 @@ type Spec = (
     Option<String>,
     f64,
     bool,
+    usize,
+    Option<Vec<f64>>,
+    Option<(Vec<usize>, Vec<bool>)>,
 );
 
 /// kiln's error as the Python exception a numpy user expects: `TypeError` for a dtype the
 /// operator does not take, `ValueError` for everything else; the message is kiln's.
-fn to_py(e: Error) -> PyErr {
+pub(crate) fn to_py(e: Error) -> PyErr {
     let msg = e.to_string();
     match &e {
         Error::Op(OpError::BadInput { problem, .. })
             if problem.starts_with("input must be f")
-                || problem.starts_with("input must be bool") =>
+                || problem.starts_with("input must be bool")
+                || problem.starts_with("a non-flat structure needs")
+                || problem.starts_with("bool input") =>
         {
             PyTypeError::new_err(msg)
         }
@@ -46,7 +59,19 @@ fn to_py(e: Error) -> PyErr {
 }
 
 fn op_from_spec(spec: Spec) -> PyResult<Op> {
-    let (kind, size, fp_shape, fp_mask, origin, mode, cval, border_value) = spec;
+    let Spec(
+        kind,
+        size,
+        fp_shape,
+        fp_mask,
+        origin,
+        mode,
+        cval,
+        border_value,
+        iterations,
+        values,
+        structure2,
+    ) = spec;
     let window = match (size, fp_shape, fp_mask) {
         (_, Some(shape), Some(mask)) => Some(Window::footprint(&shape, &mask)),
         (Some(size), None, None) => Some(Window::size(&size)),
@@ -68,6 +93,17 @@ fn op_from_spec(spec: Spec) -> PyResult<Op> {
         "grey_closing" => Op::grey_closing(need(window)?),
         "binary_erosion" => Op::binary_erosion(window).border_value(border_value),
         "gradient_magnitude" => Op::gradient_magnitude(),
+        "binary_dilation" => Op::binary_dilation(window).border_value(border_value),
+        "binary_opening" => Op::binary_opening(window).border_value(border_value),
+        "binary_closing" => Op::binary_closing(window).border_value(border_value),
+        "binary_hit_or_miss" => Op::binary_hit_or_miss(
+            window,
+            structure2.map(|(shape, mask)| Window::footprint(&shape, &mask)),
+        ),
+        "white_tophat" => Op::white_tophat(need(window)?),
+        "black_tophat" => Op::black_tophat(need(window)?),
+        "morphological_gradient" => Op::morphological_gradient(need(window)?),
+        "morphological_laplace" => Op::morphological_laplace(need(window)?),
         "median_blur" => match need(window)?.shape.as_slice() {
             [ky, kx] => Op::median_blur(*ky, *kx),
             s => {
@@ -85,11 +121,20 @@ fn op_from_spec(spec: Spec) -> PyResult<Op> {
     if !origin.is_empty() {
         op = op.origin(origin);
     }
+    if iterations != 1 {
+        op = op.iterations(iterations);
+    }
+    if let Some(v) = values {
+        op = op.structure(&v);
+    }
     if let Some(m) = mode {
         op = op.mode(Mode::from_name(&m).map_err(to_py)?);
     }
     Ok(op.cval(cval))
 }
+
+/// The numpy dtypes a chain runs on.
+const SUPPORTED: &str = "float32, float64, uint8, bool, int8, uint16, int16, int32, uint32";
 
 /// A chain of kiln operators compiled into fused kernels (per dtype and shape; kernels per
 /// rank), run on numpy arrays.
@@ -175,9 +220,19 @@ impl Chain {
             self.run_typed::<u8>(py, arr, out)
         } else if dt.is_equiv_to(&numpy::dtype::<bool>(py)) {
             self.run_typed::<bool>(py, arr, out)
+        } else if dt.is_equiv_to(&numpy::dtype::<i8>(py)) {
+            self.run_typed::<i8>(py, arr, out)
+        } else if dt.is_equiv_to(&numpy::dtype::<u16>(py)) {
+            self.run_typed::<u16>(py, arr, out)
+        } else if dt.is_equiv_to(&numpy::dtype::<i16>(py)) {
+            self.run_typed::<i16>(py, arr, out)
+        } else if dt.is_equiv_to(&numpy::dtype::<i32>(py)) {
+            self.run_typed::<i32>(py, arr, out)
+        } else if dt.is_equiv_to(&numpy::dtype::<u32>(py)) {
+            self.run_typed::<u32>(py, arr, out)
         } else {
             Err(PyTypeError::new_err(format!(
-                "input: dtype {dt} is not supported (float32, float64, uint8, bool)"
+                "input: dtype {dt} is not supported ({SUPPORTED})"
             )))
         }
     }
@@ -216,9 +271,14 @@ impl Chain {
             "float64" => DType::F64,
             "uint8" => DType::U8,
             "bool" => DType::Bool,
+            "int8" => DType::I8,
+            "uint16" => DType::U16,
+            "int16" => DType::I16,
+            "int32" => DType::I32,
+            "uint32" => DType::U32,
             other => {
                 return Err(PyTypeError::new_err(format!(
-                    "dtype {other} is not supported (float32, float64, uint8, bool)"
+                    "dtype {other} is not supported ({SUPPORTED})"
                 )))
             }
         };
@@ -230,5 +290,14 @@ impl Chain {
 #[pymodule]
 fn _kiln(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Chain>()?;
+    m.add_function(wrap_pyfunction!(morph::binary_program, m)?)?;
+    m.add_function(wrap_pyfunction!(morph::fill_holes, m)?)?;
+    m.add_function(wrap_pyfunction!(morph::binary_structure, m)?)?;
+    m.add_function(wrap_pyfunction!(morph::iterated_structure, m)?)?;
+    m.add_function(wrap_pyfunction!(distance::edt, m)?)?;
+    m.add_function(wrap_pyfunction!(distance::cdt, m)?)?;
+    m.add_function(wrap_pyfunction!(distance::bf, m)?)?;
+    m.add_function(wrap_pyfunction!(ot::sinkhorn_batch, m)?)?;
+    m.add_function(wrap_pyfunction!(ot::grid_cost, m)?)?;
     Ok(())
 }

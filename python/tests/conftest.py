@@ -7,8 +7,9 @@ import pytest
 def make(shape, dtype, seed=0):
     """Seeded values without NaN and without -0 (where kiln and scipy may order differently)."""
     rng = np.random.default_rng(seed)
-    if dtype == np.uint8:
-        return rng.integers(0, 256, size=shape, dtype=np.uint8)
+    if np.dtype(dtype).kind in "iu":
+        info = np.iinfo(dtype)
+        return rng.integers(info.min, info.max, size=shape, dtype=dtype, endpoint=True)
     if dtype == np.bool_:
         return rng.random(shape) > 0.3
     v = rng.integers(-400, 400, size=shape).astype(dtype) / dtype(8)
