@@ -2,6 +2,7 @@
 
 mod aot;
 mod aot_build;
+mod aot_emit;
 mod bench;
 mod bench_aot;
 mod demo;
