@@ -27,7 +27,7 @@ use kiln::runtime::executor::lower_graph;
 use kiln::Engine;
 
 use super::CliError;
-use super::{aot_emit, manifest};
+use super::{aot_emit, aot_sign, manifest};
 
 /// The bundle's list of entries.
 pub const BUNDLE_MANIFEST: &str = "kiln-bundle.txt";
@@ -49,6 +49,10 @@ pub struct BuildArgs {
     /// the bundle directory (host target only; docs/AOT.md), e.g. `--emit obj,h`.
     #[arg(long, value_delimiter = ',')]
     emit: Vec<String>,
+    /// Sign the finished bundle with this secret key (from `kiln aot keygen`): writes
+    /// `kiln-bundle.sig` over the manifest and every entry (docs/AOT.md).
+    #[arg(long)]
+    sign: Option<PathBuf>,
 }
 
 /// A target the build can produce code for.
@@ -99,6 +103,7 @@ pub fn run(a: BuildArgs) -> Result<ExitCode, CliError> {
         }
     }
     let emit = aot_emit::EmitKinds::parse(&a.emit)?;
+    let secret = a.sign.as_deref().map(aot_sign::read_secret).transpose()?;
     if emit.any() && !targets.contains(&Target::Host) {
         return Err(CliError::Usage(format!(
             "--emit obj,h writes host code: add --target {}",
@@ -214,6 +219,9 @@ pub fn run(a: BuildArgs) -> Result<ExitCode, CliError> {
     }
     kiln::runtime::atomic_file::write_atomic(a.out.join(BUNDLE_MANIFEST), body.as_bytes())
         .map_err(|e| CliError::Usage(format!("--out: writing {BUNDLE_MANIFEST}: {e}")))?;
+    if let Some(secret) = &secret {
+        aot_sign::sign_bundle(&a.out, secret)?;
+    }
     println!(
         "kiln aot: {} entries in {} ({} targets, {} operator instances)",
         listed.len() - missing,
