@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Builds and runs kiln's C API checks: tests/c/test_kiln.c and examples/c/median.c, each built
 # with the system C compiler against the shared (libkiln_capi.so) and the static
-# (libkiln_capi.a) library, under AddressSanitizer and UBSan. Prints "N passed, N failed" and
-# exits non-zero on any failure.
+# (libkiln_capi.a) library, under AddressSanitizer and UBSan, and tests/c/aot_emit: the objects
+# and headers of `kiln aot build --emit obj,h` linked into a C program that compares them with
+# `kiln run --exec eager`. Prints "N passed, N failed" and exits non-zero on any failure.
 #
 # The libraries come from the same build as `cargo test --workspace` (dev profile, workspace
 # feature set): run after it, the cargo step below compiles nothing and takes seconds.
@@ -84,6 +85,64 @@ for kind in shared static; do
         echo "FAILED: building median ($kind)"
     fi
 done
+
+# `kiln aot build --emit obj,h`: objects and headers linked by the C compiler into a test
+# that compares every kernel set with `kiln run --exec eager` on the same images.
+echo "== aot emit (objects + headers, tests/c/aot_emit)"
+EMIT="$OUT/aot-emit"
+KILN="$TARGET_DIR/debug/kiln"
+rm -rf "$EMIT"
+mkdir -p "$EMIT/data"
+HOST=$(rustc -vV | sed -n 's/^host: //p')
+emit_refs() { # writes DIR/<case>.expect.npy with kiln's eager oracle (tests/c/aot_emit/cases.txt)
+    local name op ps p
+    while read -r name op ps; do
+        [[ -z $name || $name == \#* ]] && continue
+        local args=()
+        for p in $ps; do args+=(--param "$p"); done
+        "$KILN" run "$op" --layout bcs --exec eager "${args[@]}" \
+            --input "$1/$name.in.npy" --output "$1/$name.expect.npy" || return 1
+    done <tests/c/aot_emit/cases.txt
+}
+if "$KILN" aot build --manifest tests/c/aot_emit/kernels.toml --target "$HOST" \
+        --out "$EMIT/bundle" --emit obj,h >"$EMIT/build.log" 2>&1 \
+    && "$CC" "${CFLAGS[@]}" -I"$EMIT/bundle" tests/c/aot_emit/test_aot_emit.c \
+        "$EMIT"/bundle/*.o -o "$EMIT/test_aot_emit" \
+    && "$EMIT/test_aot_emit" gen "$EMIT/data" && emit_refs "$EMIT/data"; then
+    set +e
+    "$EMIT/test_aot_emit" check "$EMIT/data" >"$EMIT/check.log" 2>&1
+    rc=$?
+    set -e
+    cat "$EMIT/check.log"
+    line=$(grep -E '^[0-9]+ passed, [0-9]+ failed$' "$EMIT/check.log" | tail -n 1 || true)
+    if [[ -n $line ]]; then
+        passed=$((passed + ${line%% passed*}))
+        f=${line#*, }
+        failed=$((failed + ${f%% failed*}))
+    fi
+    if [[ -z $line ]] || { [[ $rc -ne 0 ]] && [[ ${f%% failed*} -eq 0 ]]; }; then
+        failed=$((failed + 1))
+        echo "FAILED: test_aot_emit exited with $rc"
+    fi
+    # The check can fail: one flipped byte in one expected file must fail exactly that case.
+    cp -r "$EMIT/data" "$EMIT/corrupt"
+    f="$EMIT/corrupt/grey_opening_f32.expect.npy"
+    at=$(( $(stat -c %s "$f") - 7 ))
+    b=$(od -An -tu1 -j "$at" -N1 "$f" | tr -d ' ')
+    printf "\\$(printf %03o $(( (b + 1) % 256 )))" | dd of="$f" bs=1 seek="$at" conv=notrunc status=none
+    "$EMIT/test_aot_emit" check "$EMIT/corrupt" >"$EMIT/corrupt.log" 2>&1 || true
+    if grep -q '^FAIL grey_opening_f32: first differing' "$EMIT/corrupt.log" \
+        && grep -q '^[0-9]* passed, 1 failed$' "$EMIT/corrupt.log"; then
+        passed=$((passed + 1))
+    else
+        failed=$((failed + 1))
+        echo "FAILED: a corrupted expected file was not caught"
+    fi
+else
+    tail -n 20 "$EMIT/build.log"
+    failed=$((failed + 1))
+    echo "FAILED: building or preparing the aot emit test"
+fi
 
 echo "== C API done in $(( $(date +%s) - start ))s"
 echo "$passed passed, $failed failed"

@@ -33,7 +33,13 @@ enum AotCommand {
     Verify {
         /// The directory.
         dir: PathBuf,
+        /// Also require a valid signature of the bundle by this public key (a file from
+        /// `kiln aot keygen`); exit 1 without it.
+        #[arg(long)]
+        require_signature: Option<PathBuf>,
     },
+    /// Create an ed25519 key pair for signing bundles (`kiln aot build --sign`).
+    Keygen(super::aot_sign::KeygenArgs),
     /// Compile the kernels of a manifest for the given targets into a bundle directory.
     Build(super::aot_build::BuildArgs),
 }
@@ -67,7 +73,11 @@ fn cache_err(e: CacheError) -> CliError {
 pub fn run_aot(a: AotArgs) -> Result<ExitCode, CliError> {
     match a.command {
         AotCommand::Ls { dir } => ls(dir),
-        AotCommand::Verify { dir } => verify(dir),
+        AotCommand::Verify {
+            dir,
+            require_signature,
+        } => verify(dir, require_signature),
+        AotCommand::Keygen(k) => super::aot_sign::keygen(k),
         AotCommand::Build(b) => super::aot_build::run(b),
     }
 }
@@ -98,7 +108,11 @@ fn ls(dir: PathBuf) -> Result<ExitCode, CliError> {
     Ok(ExitCode::SUCCESS)
 }
 
-fn verify(dir: PathBuf) -> Result<ExitCode, CliError> {
+fn verify(dir: PathBuf, require_signature: Option<PathBuf>) -> Result<ExitCode, CliError> {
+    let signed = match &require_signature {
+        Some(public) => Some(super::aot_sign::verify_signature(&dir, public)?),
+        None => None,
+    };
     let files = store::list_entry_files(&dir).map_err(cache_err)?;
     let mut bad = 0usize;
     for f in &files {
@@ -112,7 +126,7 @@ fn verify(dir: PathBuf) -> Result<ExitCode, CliError> {
         files.len(),
         files.len() - bad
     );
-    Ok(if bad == 0 {
+    Ok(if bad == 0 && signed != Some(false) {
         ExitCode::SUCCESS
     } else {
         ExitCode::from(1)

@@ -26,8 +26,8 @@ use kiln::runtime::aot::{CacheDir, CacheKey, HostSpec, PutOutcome};
 use kiln::runtime::executor::lower_graph;
 use kiln::Engine;
 
-use super::manifest;
 use super::CliError;
+use super::{aot_emit, aot_sign, manifest};
 
 /// The bundle's list of entries.
 pub const BUNDLE_MANIFEST: &str = "kiln-bundle.txt";
@@ -45,6 +45,14 @@ pub struct BuildArgs {
     /// The bundle directory (created if needed; entries already there are kept).
     #[arg(long)]
     out: PathBuf,
+    /// Also write, per kernel set, a relocatable object (`obj`) and/or a C header (`h`) into
+    /// the bundle directory (host target only; docs/AOT.md), e.g. `--emit obj,h`.
+    #[arg(long, value_delimiter = ',')]
+    emit: Vec<String>,
+    /// Sign the finished bundle with this secret key (from `kiln aot keygen`): writes
+    /// `kiln-bundle.sig` over the manifest and every entry (docs/AOT.md).
+    #[arg(long)]
+    sign: Option<PathBuf>,
 }
 
 /// A target the build can produce code for.
@@ -94,8 +102,17 @@ pub fn run(a: BuildArgs) -> Result<ExitCode, CliError> {
             targets.push(t);
         }
     }
+    let emit = aot_emit::EmitKinds::parse(&a.emit)?;
+    let secret = a.sign.as_deref().map(aot_sign::read_secret).transpose()?;
+    if emit.any() && !targets.contains(&Target::Host) {
+        return Err(CliError::Usage(format!(
+            "--emit obj,h writes host code: add --target {}",
+            host_triple()
+        )));
+    }
     // Every graph first: a bad operator or parameter fails before anything is written.
     let mut jobs = Vec::new();
+    let mut set_names: Vec<String> = Vec::new();
     for s in &specs {
         for &dtype in &s.dtypes {
             let ty = TensorType {
@@ -114,9 +131,22 @@ pub fn run(a: BuildArgs) -> Result<ExitCode, CliError> {
                 s.rank
             );
             jobs.push((label, graph));
+            set_names.push(aot_emit::set_name(&s.op, dtype, &set_names));
         }
     }
     let dir = CacheDir::open(&a.out).map_err(|e| CliError::Usage(format!("--out: {e}")))?;
+    if emit.any() {
+        let sets: Vec<aot_emit::EmitSet> = jobs
+            .iter()
+            .zip(&set_names)
+            .map(|((label, graph), name)| aot_emit::EmitSet {
+                name: name.clone(),
+                label,
+                graph,
+            })
+            .collect();
+        aot_emit::emit(&a.out, emit, &sets, Engine::new().options())?;
+    }
     let engine = targets
         .contains(&Target::Host)
         .then(|| Engine::new().with_cache_dir(&a.out));
@@ -189,6 +219,9 @@ pub fn run(a: BuildArgs) -> Result<ExitCode, CliError> {
     }
     kiln::runtime::atomic_file::write_atomic(a.out.join(BUNDLE_MANIFEST), body.as_bytes())
         .map_err(|e| CliError::Usage(format!("--out: writing {BUNDLE_MANIFEST}: {e}")))?;
+    if let Some(secret) = &secret {
+        aot_sign::sign_bundle(&a.out, secret)?;
+    }
     println!(
         "kiln aot: {} entries in {} ({} targets, {} operator instances)",
         listed.len() - missing,

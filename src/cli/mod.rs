@@ -2,6 +2,8 @@
 
 mod aot;
 mod aot_build;
+mod aot_emit;
+mod aot_sign;
 mod bench;
 mod bench_aot;
 mod demo;

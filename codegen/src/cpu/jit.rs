@@ -109,7 +109,9 @@ pub(crate) fn compile_cold(
 }
 
 /// The ISA of the host, optimising for speed or (cold code) for compile time.
-fn isa(speed: bool) -> Result<std::sync::Arc<dyn cranelift_codegen::isa::TargetIsa>, CodegenError> {
+pub(crate) fn isa(
+    speed: bool,
+) -> Result<std::sync::Arc<dyn cranelift_codegen::isa::TargetIsa>, CodegenError> {
     let mut fb = settings::builder();
     fb.set("opt_level", if speed { "speed" } else { "none" })
         .map_err(|e| cl_err("opt_level", e))?;

@@ -19,6 +19,7 @@ mod jit;
 mod lanes;
 mod line;
 mod nanguard;
+pub mod object;
 mod plan;
 mod rawnan;
 mod rawresult;

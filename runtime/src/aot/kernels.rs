@@ -211,6 +211,9 @@ pub struct DiskCache {
     pending: Mutex<Vec<Arc<Upgrade>>>,
     /// Writes running on threads of their own (see [`DiskCache::store_in_background`]).
     writing: Mutex<Vec<std::thread::JoinHandle<()>>>,
+    /// A signed bundle ([`DiskCache::open_signed`]): the signed digest of every entry that
+    /// may be loaded; nothing is written.
+    signed: Option<super::sign::SignedDigests>,
 }
 
 /// Counters of a [`DiskCache`].
@@ -267,7 +270,32 @@ impl DiskCache {
             write_errors: AtomicUsize::new(0),
             pending: Mutex::new(Vec::new()),
             writing: Mutex::new(Vec::new()),
+            signed: None,
         }
+    }
+
+    /// The signed bundle in `dir`, read-only: its signature by `public_key` over the
+    /// manifest and every entry is checked now (see [`super::sign`]), and each entry loaded
+    /// later must still have its signed digest. Kernels it lacks are compiled, not written.
+    pub fn open_signed(
+        dir: impl AsRef<Path>,
+        public_key: &[u8; 32],
+    ) -> Result<DiskCache, super::sign::SignError> {
+        let dir = dir.as_ref();
+        let signed =
+            super::sign::verify_bundle(dir, public_key, super::store::DEFAULT_MAX_ENTRY_BYTES)?;
+        let cache_dir = CacheDir::open(dir).map_err(|e| super::sign::SignError::Entry {
+            path: dir.display().to_string(),
+            source: e,
+        })?;
+        let mut cache = DiskCache::new(cache_dir, HostSpec::detect());
+        cache.signed = Some(signed);
+        Ok(cache)
+    }
+
+    /// Whether this is a signed, read-only bundle.
+    pub fn is_signed(&self) -> bool {
+        self.signed.is_some()
     }
 
     /// The directory.
@@ -308,6 +336,18 @@ impl DiskCache {
                 return None;
             }
         };
+        if let Some(signed) = &self.signed {
+            let ok = super::sign::entry_digest(&entry).is_ok_and(|d| signed.get(&key) == Some(&d));
+            if !ok {
+                self.misses.fetch_add(1, Ordering::Relaxed);
+                self.rejected.fetch_add(1, Ordering::Relaxed);
+                warn_once(&format!(
+                    "kiln cache: ignoring {}: not signed (changed or added after the bundle was signed)",
+                    self.dir.entry_path(&key).display()
+                ));
+                return None;
+            }
+        }
         match kernel_from_entry(&entry, kernel, options) {
             Ok(k) => {
                 self.hits.fetch_add(1, Ordering::Relaxed);
@@ -334,6 +374,10 @@ impl DiskCache {
         tiering: bool,
         upgraded: bool,
     ) {
+        if self.signed.is_some() {
+            // A signed bundle is read-only: an entry written now would not be signed.
+            return;
+        }
         let key = kernel_key(&compiled.kernel, options, tiering, &self.host);
         let image = image_of_parts(&parts(compiled, upgraded));
         let written = entry_of(key, &image, &self.host).and_then(|e| self.dir.put(&e));

@@ -14,7 +14,9 @@
 //! kernel's final code from a verified entry on a miss of the in-memory cache, else compile
 //! it and write its entry.
 //!
-//! Limits: no signed bundles; executable memory is Linux only.
+//! [`sign`] signs and checks whole bundles (ed25519) for caches shipped to other machines.
+//!
+//! Limits: executable memory is Linux only.
 
 pub mod entry;
 pub mod error;
@@ -23,6 +25,7 @@ pub mod host;
 pub mod kernels;
 pub mod key;
 pub mod ptx_entries;
+pub mod sign;
 pub mod store;
 
 pub use entry::{Entry, Symbol};

@@ -171,6 +171,27 @@ impl Engine {
         self.with_cache_dir(dir)
     }
 
+    /// Runs kernels from a bundle signed by `public_key` (`kiln aot build --sign`): the
+    /// signature over the bundle's manifest and every entry is checked first, and each
+    /// entry loaded must still have its signed digest; the bundle is never written to.
+    /// A missing, foreign or bad signature gives one warning and no on-disk cache (every
+    /// kernel is compiled), like any other unusable cache.
+    pub fn with_signed_bundle(
+        mut self,
+        dir: impl AsRef<std::path::Path>,
+        public_key: &[u8; 32],
+    ) -> Engine {
+        let disk = match crate::aot::DiskCache::open_signed(dir.as_ref(), public_key) {
+            Ok(d) => Some(d),
+            Err(e) => {
+                eprintln!("kiln cache: disabled: {}: {e}", dir.as_ref().display());
+                None
+            }
+        };
+        self.exec.backend_mut().set_disk_cache(disk);
+        self
+    }
+
     /// With the on-disk cache the environment asks for: none under `KILN_CACHE=off`, else
     /// `KILN_CACHE_DIR`, else `$XDG_CACHE_HOME/kiln`, else `~/.cache/kiln` (what the `kiln`
     /// command line uses). [`Engine::new`] has no on-disk cache.
