@@ -40,8 +40,8 @@ pub use morphology_grey::{
 pub use morphology_program::{binary_program, BinaryChain, BinaryFixpoint, BinaryKind};
 pub use morphology_tools::{generate_binary_structure, iterate_structure};
 pub use network::{selection_network, Network};
-pub use rank::{large_plan, RankProgram, RankSpec};
 pub use program::{build_plan, Exec, Layout, OpPlan, Program, ProgramInfo, RunError, PROGRAMS};
+pub use rank::{large_plan, RankProgram, RankSpec};
 pub use registry::{all_names, build_op, op_info, op_names, OpInfo, Params, OPS};
 pub use sinkhorn::{build_cost_matrix, Sinkhorn, SinkhornOptions};
 pub use window::{ResolvedWindow, Window};

@@ -53,7 +53,10 @@ const SCIPY_WINDOW: &[(&str, &str)] = &[P_SIZE, P_FOOTPRINT, P_MODE, P_CVAL, P_O
 
 // Rank filters (helper rank).
 const RANK_PARAMS: &[(&str, &str)] = &[
-    ("rank", "0-based rank in the sorted window, negative from the end (required)"),
+    (
+        "rank",
+        "0-based rank in the sorted window, negative from the end (required)",
+    ),
     P_SIZE,
     P_FOOTPRINT,
     P_MODE,
@@ -61,7 +64,10 @@ const RANK_PARAMS: &[(&str, &str)] = &[
     P_ORIGIN,
 ];
 const PERCENTILE_PARAMS: &[(&str, &str)] = &[
-    ("percentile", "percentile in -100..=100, negative from 100 (required)"),
+    (
+        "percentile",
+        "percentile in -100..=100, negative from 100 (required)",
+    ),
     P_SIZE,
     P_FOOTPRINT,
     P_MODE,

@@ -65,8 +65,11 @@ fn element(r: &mut Rng, dtype: DType, nan: bool) -> Scalar {
             } else {
                 let mut b = v.to_bits();
                 if v.is_nan() {
-                    b = [0x7ff8_0000_0000_0000u64, 0xfff8_0000_0000_0abc, 0x7ff0_0000_0000_0001]
-                        [r.below(3) as usize];
+                    b = [
+                        0x7ff8_0000_0000_0000u64,
+                        0xfff8_0000_0000_0abc,
+                        0x7ff0_0000_0000_0001,
+                    ][r.below(3) as usize];
                 }
                 Scalar::F64(b)
             }
@@ -104,7 +107,10 @@ fn network(x: &Tensor, spec: &RankSpec) -> Tensor {
 
 fn program_both(x: &Tensor, spec: &RankSpec, engine: &Engine) -> (Tensor, Tensor) {
     let p = RankProgram::new("rank_filter", spec.clone()).unwrap();
-    let e = p.run(Exec::Eager, std::slice::from_ref(x)).unwrap().remove(0);
+    let e = p
+        .run(Exec::Eager, std::slice::from_ref(x))
+        .unwrap()
+        .remove(0);
     let f = p
         .run(Exec::Fused(engine), std::slice::from_ref(x))
         .unwrap()
@@ -118,7 +124,12 @@ fn footprint(shape: &[usize], mask: &[bool], origin: &[i64]) -> Footprint {
 }
 
 fn borders(dtype: DType, r: &mut Rng) -> Vec<Border> {
-    let mut v = vec![Border::Reflect, Border::Mirror, Border::Nearest, Border::Wrap];
+    let mut v = vec![
+        Border::Reflect,
+        Border::Mirror,
+        Border::Nearest,
+        Border::Wrap,
+    ];
     v.push(Border::Constant(element(r, dtype, false)));
     if dtype.is_float() {
         v.push(Border::Constant(Scalar::from_f64(dtype, -0.0)));
@@ -220,7 +231,11 @@ fn forced_program_equals_network_on_small_windows() {
         eprintln!("{f}");
     }
     assert!(cases > 5000, "only {cases} cases");
-    assert!(failures.is_empty(), "{} of {cases} cases differ", failures.len());
+    assert!(
+        failures.is_empty(),
+        "{} of {cases} cases differ",
+        failures.len()
+    );
 }
 
 /// (a) Through the registry: rank_filter, percentile_filter, median_filter and median_blur
@@ -230,18 +245,74 @@ fn registry_graphs_equal_forced_programs() {
     let engine = Engine::new();
     let mut r = Rng(7);
     let p = |v: &[(&str, &str)]| -> Vec<(String, String)> {
-        v.iter().map(|(a, b)| (a.to_string(), b.to_string())).collect()
+        v.iter()
+            .map(|(a, b)| (a.to_string(), b.to_string()))
+            .collect()
     };
     let cases: Vec<(&str, Vec<(String, String)>, DType, Vec<usize>)> = vec![
-        ("rank_filter", p(&[("rank", "-2"), ("size", "4")]), DType::I16, vec![1, 1, 6, 5]),
-        ("rank_filter", p(&[("rank", "1"), ("footprint", "0,1,0;1,1,1;0,1,0"), ("mode", "wrap")]), DType::F32, vec![1, 2, 5, 4]),
-        ("percentile_filter", p(&[("percentile", "30"), ("size", "3,5"), ("mode", "constant"), ("cval", "-0.0")]), DType::F64, vec![1, 1, 4, 7]),
-        ("percentile_filter", p(&[("percentile", "-10"), ("size", "5"), ("origin", "2")]), DType::U16, vec![1, 1, 9]),
-        ("percentile_filter", p(&[("percentile", "100"), ("size", "2")]), DType::U8, vec![1, 1, 3, 3]),
-        ("median_filter", p(&[("size", "3"), ("mode", "mirror")]), DType::I32, vec![2, 1, 2, 2, 3]),
-        ("median_blur", p(&[("k", "3")]), DType::F32, vec![1, 2, 5, 6]),
-        ("median_blur", p(&[("k", "2,3"), ("padding", "reflect")]), DType::F32, vec![1, 1, 4, 5]),
-        ("median_blur", p(&[("k", "5"), ("padding", "reflect")]), DType::F64, vec![2, 1, 3, 3]),
+        (
+            "rank_filter",
+            p(&[("rank", "-2"), ("size", "4")]),
+            DType::I16,
+            vec![1, 1, 6, 5],
+        ),
+        (
+            "rank_filter",
+            p(&[
+                ("rank", "1"),
+                ("footprint", "0,1,0;1,1,1;0,1,0"),
+                ("mode", "wrap"),
+            ]),
+            DType::F32,
+            vec![1, 2, 5, 4],
+        ),
+        (
+            "percentile_filter",
+            p(&[
+                ("percentile", "30"),
+                ("size", "3,5"),
+                ("mode", "constant"),
+                ("cval", "-0.0"),
+            ]),
+            DType::F64,
+            vec![1, 1, 4, 7],
+        ),
+        (
+            "percentile_filter",
+            p(&[("percentile", "-10"), ("size", "5"), ("origin", "2")]),
+            DType::U16,
+            vec![1, 1, 9],
+        ),
+        (
+            "percentile_filter",
+            p(&[("percentile", "100"), ("size", "2")]),
+            DType::U8,
+            vec![1, 1, 3, 3],
+        ),
+        (
+            "median_filter",
+            p(&[("size", "3"), ("mode", "mirror")]),
+            DType::I32,
+            vec![2, 1, 2, 2, 3],
+        ),
+        (
+            "median_blur",
+            p(&[("k", "3")]),
+            DType::F32,
+            vec![1, 2, 5, 6],
+        ),
+        (
+            "median_blur",
+            p(&[("k", "2,3"), ("padding", "reflect")]),
+            DType::F32,
+            vec![1, 1, 4, 5],
+        ),
+        (
+            "median_blur",
+            p(&[("k", "5"), ("padding", "reflect")]),
+            DType::F64,
+            vec![2, 1, 3, 3],
+        ),
     ];
     for (op, params, dtype, shape) in cases {
         let x = tensor(&mut r, dtype, &shape, true);
@@ -252,18 +323,37 @@ fn registry_graphs_equal_forced_programs() {
         let g = build_op(op, &params, &ty).unwrap_or_else(|e| panic!("{op} {params:?}: {e}"));
         let ge = eager::run(&g, std::slice::from_ref(&x)).unwrap().remove(0);
         let gf = engine.run(&g, std::slice::from_ref(&x)).unwrap().remove(0);
-        assert_eq!(first_difference(&ge, &gf), None, "{op} {params:?}: graph eager vs fused");
+        assert_eq!(
+            first_difference(&ge, &gf),
+            None,
+            "{op} {params:?}: graph eager vs fused"
+        );
         let info = op_info(op).unwrap();
         let spec = spec_for(&Params::new(info, &params).unwrap(), &ty).unwrap();
         assert_eq!(
             spec.poison,
-            if op == "median_blur" { Poison::NonFinite } else { Poison::Nan }
+            if op == "median_blur" {
+                Poison::NonFinite
+            } else {
+                Poison::Nan
+            }
         );
         let (e, f) = program_both(&x, &spec, &engine);
-        assert_eq!(first_difference(&e, &ge), None, "{op} {params:?}: program eager");
-        assert_eq!(first_difference(&f, &ge), None, "{op} {params:?}: program fused");
+        assert_eq!(
+            first_difference(&e, &ge),
+            None,
+            "{op} {params:?}: program eager"
+        );
+        assert_eq!(
+            first_difference(&f, &ge),
+            None,
+            "{op} {params:?}: program fused"
+        );
         // Small windows stay graphs.
-        assert!(matches!(build_plan(op, &params, &[ty]).unwrap(), OpPlan::Graph(_)));
+        assert!(matches!(
+            build_plan(op, &params, &[ty]).unwrap(),
+            OpPlan::Graph(_)
+        ));
     }
 }
 
@@ -274,18 +364,70 @@ fn large_windows_are_programs_eager_equals_fused() {
     let engine = Engine::new();
     let mut r = Rng(99);
     let p = |v: &[(&str, &str)]| -> Vec<(String, String)> {
-        v.iter().map(|(a, b)| (a.to_string(), b.to_string())).collect()
+        v.iter()
+            .map(|(a, b)| (a.to_string(), b.to_string()))
+            .collect()
     };
     let cases: Vec<(&str, Vec<(String, String)>, DType, Vec<usize>)> = vec![
-        ("median_filter", p(&[("size", "23")]), DType::U16, vec![1, 1, 30, 27]),
-        ("median_filter", p(&[("size", "22"), ("mode", "wrap")]), DType::F32, vec![2, 1, 9, 40]),
-        ("rank_filter", p(&[("rank", "-3"), ("size", "21,22"), ("mode", "constant"), ("cval", "5")]), DType::I8, vec![1, 1, 25, 25]),
-        ("percentile_filter", p(&[("percentile", "12.5"), ("size", "500"), ("mode", "nearest")]), DType::F64, vec![1, 2, 700]),
-        ("median_filter", p(&[("size", "8"), ("origin", "-4,3,0")]), DType::I32, vec![1, 1, 9, 10, 11]),
-        ("median_blur", p(&[("k", "23")]), DType::F32, vec![1, 1, 24, 30]),
-        ("median_blur", p(&[("k", "22,21"), ("padding", "reflect")]), DType::F64, vec![1, 1, 20, 20]),
-        ("median_filter", p(&[("size", "30")]), DType::Bool, vec![1, 1, 31, 33]),
-        ("median_filter", p(&[("size", "30"), ("mode", "mirror")]), DType::U32, vec![1, 1, 5, 3]),
+        (
+            "median_filter",
+            p(&[("size", "23")]),
+            DType::U16,
+            vec![1, 1, 30, 27],
+        ),
+        (
+            "median_filter",
+            p(&[("size", "22"), ("mode", "wrap")]),
+            DType::F32,
+            vec![2, 1, 9, 40],
+        ),
+        (
+            "rank_filter",
+            p(&[
+                ("rank", "-3"),
+                ("size", "21,22"),
+                ("mode", "constant"),
+                ("cval", "5"),
+            ]),
+            DType::I8,
+            vec![1, 1, 25, 25],
+        ),
+        (
+            "percentile_filter",
+            p(&[("percentile", "12.5"), ("size", "500"), ("mode", "nearest")]),
+            DType::F64,
+            vec![1, 2, 700],
+        ),
+        (
+            "median_filter",
+            p(&[("size", "8"), ("origin", "-4,3,0")]),
+            DType::I32,
+            vec![1, 1, 9, 10, 11],
+        ),
+        (
+            "median_blur",
+            p(&[("k", "23")]),
+            DType::F32,
+            vec![1, 1, 24, 30],
+        ),
+        (
+            "median_blur",
+            p(&[("k", "22,21"), ("padding", "reflect")]),
+            DType::F64,
+            vec![1, 1, 20, 20],
+        ),
+        (
+            "median_filter",
+            p(&[("size", "30")]),
+            DType::Bool,
+            vec![1, 1, 31, 33],
+        ),
+        (
+            "median_filter",
+            p(&[("size", "30"), ("mode", "mirror")]),
+            DType::U32,
+            vec![1, 1, 5, 3],
+        ),
     ];
     for (op, params, dtype, shape) in cases {
         let ty = TensorType {
@@ -294,14 +436,23 @@ fn large_windows_are_programs_eager_equals_fused() {
         };
         let plan = build_plan(op, &params, std::slice::from_ref(&ty))
             .unwrap_or_else(|e| panic!("{op} {params:?}: {e}"));
-        assert!(matches!(plan, OpPlan::Program(_)), "{op} {params:?} is not a program");
-        assert!(build_op(op, &params, &ty).is_err(), "{op}: the network refuses");
+        assert!(
+            matches!(plan, OpPlan::Program(_)),
+            "{op} {params:?} is not a program"
+        );
+        assert!(
+            build_op(op, &params, &ty).is_err(),
+            "{op}: the network refuses"
+        );
         for nan in [false, true] {
             if nan && !dtype.is_float() {
                 continue;
             }
             let x = tensor(&mut r, dtype, &shape, nan);
-            let e = plan.run(Exec::Eager, std::slice::from_ref(&x)).unwrap().remove(0);
+            let e = plan
+                .run(Exec::Eager, std::slice::from_ref(&x))
+                .unwrap()
+                .remove(0);
             let f = plan
                 .run(Exec::Fused(&engine), std::slice::from_ref(&x))
                 .unwrap()
@@ -315,7 +466,9 @@ fn large_windows_are_programs_eager_equals_fused() {
 #[test]
 fn errors_are_typed() {
     let p = |v: &[(&str, &str)]| -> Vec<(String, String)> {
-        v.iter().map(|(a, b)| (a.to_string(), b.to_string())).collect()
+        v.iter()
+            .map(|(a, b)| (a.to_string(), b.to_string()))
+            .collect()
     };
     let ty = TensorType {
         dtype: DType::U16,
@@ -330,17 +483,37 @@ fn errors_are_typed() {
     // Ranks and percentiles out of range, small and large windows alike.
     for size in ["3", "25"] {
         let n: i64 = size.parse::<i64>().unwrap().pow(2);
-        let e = err("rank_filter", &[("rank", &n.to_string()), ("size", size)], &ty);
+        let e = err(
+            "rank_filter",
+            &[("rank", &n.to_string()), ("size", size)],
+            &ty,
+        );
         assert!(e.contains("not within"), "{e}");
-        let e = err("rank_filter", &[("rank", &(-n - 1).to_string()), ("size", size)], &ty);
+        let e = err(
+            "rank_filter",
+            &[("rank", &(-n - 1).to_string()), ("size", size)],
+            &ty,
+        );
         assert!(e.contains("not within"), "{e}");
-        let e = err("percentile_filter", &[("percentile", "100.5"), ("size", size)], &ty);
+        let e = err(
+            "percentile_filter",
+            &[("percentile", "100.5"), ("size", size)],
+            &ty,
+        );
         assert!(e.contains("percentile"), "{e}");
-        let e = err("percentile_filter", &[("percentile", "-101"), ("size", size)], &ty);
+        let e = err(
+            "percentile_filter",
+            &[("percentile", "-101"), ("size", size)],
+            &ty,
+        );
         assert!(e.contains("percentile"), "{e}");
         let e = err("rank_filter", &[("size", size)], &ty);
         assert!(e.contains("missing"), "{e}");
-        let e = err("percentile_filter", &[("percentile", "x"), ("size", size)], &ty);
+        let e = err(
+            "percentile_filter",
+            &[("percentile", "x"), ("size", size)],
+            &ty,
+        );
         assert!(e.contains("percentile"), "{e}");
         let e = err("median_filter", &[("size", size), ("origin", "13")], &ty);
         assert!(e.contains("origin"), "{e}");
@@ -349,16 +522,35 @@ fn errors_are_typed() {
     assert!(e.contains("padding"), "{e}");
     let e = err("median_blur", &[("k", "25")], &ty);
     assert!(e.contains("f32 or f64"), "{e}");
-    let e = err("median_blur", &[("k", "300")], &TensorType { dtype: DType::F32, shape: vec![1, 1, 4, 4] });
+    let e = err(
+        "median_blur",
+        &[("k", "300")],
+        &TensorType {
+            dtype: DType::F32,
+            shape: vec![1, 1, 4, 4],
+        },
+    );
     assert!(e.contains("window of more than"), "{e}");
     let e = err("median_filter", &[("size", "257")], &ty);
     assert!(e.contains("window larger"), "{e}");
     // Specs the program refuses.
-    let fp = Footprint { offsets: vec![vec![0, 0], vec![0, 0]] };
-    let spec = RankSpec { footprint: fp, border: Border::Reflect, rank: 0, poison: Poison::Nan };
-    assert!(RankProgram::new("rank_filter", spec).unwrap_err().to_string().contains("repeated"));
+    let fp = Footprint {
+        offsets: vec![vec![0, 0], vec![0, 0]],
+    };
     let spec = RankSpec {
-        footprint: Footprint { offsets: vec![vec![0], vec![1]] },
+        footprint: fp,
+        border: Border::Reflect,
+        rank: 0,
+        poison: Poison::Nan,
+    };
+    assert!(RankProgram::new("rank_filter", spec)
+        .unwrap_err()
+        .to_string()
+        .contains("repeated"));
+    let spec = RankSpec {
+        footprint: Footprint {
+            offsets: vec![vec![0], vec![1]],
+        },
         border: Border::Reflect,
         rank: 2,
         poison: Poison::Nan,
@@ -367,7 +559,9 @@ fn errors_are_typed() {
     // Inputs the program refuses at run time: wrong rank, zero extent, cval of another
     // dtype, wrong input count.
     let spec = RankSpec {
-        footprint: Footprint { offsets: vec![vec![0, 0], vec![0, 1]] },
+        footprint: Footprint {
+            offsets: vec![vec![0, 0], vec![0, 1]],
+        },
         border: Border::Constant(Scalar::F32(0)),
         rank: 1,
         poison: Poison::Nan,
@@ -381,7 +575,10 @@ fn errors_are_typed() {
             Tensor::zeros(DType::U8, &[1, 1, 4, 4]),
         ];
         for x in &bad {
-            let e = prog.run(exec, std::slice::from_ref(x)).unwrap_err().to_string();
+            let e = prog
+                .run(exec, std::slice::from_ref(x))
+                .unwrap_err()
+                .to_string();
             assert!(e.contains("rank selection"), "{e}");
         }
         assert!(prog.run(exec, &[]).is_err());
@@ -413,9 +610,14 @@ fn oversized_scratch_is_refused_before_allocating() {
     };
     let engine = Engine::new();
     let prog = RankProgram::new("median_filter", spec).unwrap();
-    let e = prog.run(Exec::Fused(&engine), std::slice::from_ref(&x)).unwrap_err();
+    let e = prog
+        .run(Exec::Fused(&engine), std::slice::from_ref(&x))
+        .unwrap_err();
     assert!(
-        matches!(e, kiln_ops::RunError::Runtime(kiln_runtime::RuntimeError::OutOfMemory { .. })),
+        matches!(
+            e,
+            kiln_ops::RunError::Runtime(kiln_runtime::RuntimeError::OutOfMemory { .. })
+        ),
         "{e}"
     );
 }

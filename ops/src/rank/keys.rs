@@ -124,7 +124,15 @@ mod tests {
 
     #[test]
     fn keys_round_trip_and_order_floats() {
-        let vals = [f32::NEG_INFINITY, -2.5, -0.0, 0.0, 1e-45, 3.0, f32::INFINITY];
+        let vals = [
+            f32::NEG_INFINITY,
+            -2.5,
+            -0.0,
+            0.0,
+            1e-45,
+            3.0,
+            f32::INFINITY,
+        ];
         let keys: Vec<u64> = vals
             .iter()
             .map(|v| order_key(DType::F32, v.to_bits() as u64))

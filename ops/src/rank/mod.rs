@@ -100,7 +100,11 @@ impl RankSpec {
             return bad("an offset is repeated".into());
         }
         if self.rank >= offs.len() {
-            return bad(format!("rank {} out of range for {} offsets", self.rank, offs.len()));
+            return bad(format!(
+                "rank {} out of range for {} offsets",
+                self.rank,
+                offs.len()
+            ));
         }
         Ok(())
     }
@@ -161,7 +165,12 @@ pub(crate) fn decide(dtype: DType, spec: &RankSpec, window: &[u64]) -> Decision 
 }
 
 /// The operators of this family (registry names).
-pub const NAMES: &[&str] = &["median_filter", "rank_filter", "percentile_filter", "median_blur"];
+pub const NAMES: &[&str] = &[
+    "median_filter",
+    "rank_filter",
+    "percentile_filter",
+    "median_blur",
+];
 
 /// kornia's `median_blur` padding.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -51,7 +51,9 @@ impl Program for RankProgram {
         };
         let out = match exec {
             Exec::Eager => super::reference::rank_reference(x, &self.spec)?,
-            Exec::Fused(engine) => engine.install(|| super::sliding::rank_sliding(x, &self.spec))?,
+            Exec::Fused(engine) => {
+                engine.install(|| super::sliding::rank_sliding(x, &self.spec))?
+            }
         };
         Ok(vec![out])
     }

@@ -141,8 +141,20 @@ fn padding(spec: &RankSpec, geo: &Geometry) -> (Vec<usize>, Vec<usize>) {
     let mut lo = vec![0usize; nd];
     let mut shape = geo.spatial.clone();
     for k in 0..nd {
-        let min = spec.footprint.offsets.iter().map(|o| o[k]).min().unwrap_or(0);
-        let max = spec.footprint.offsets.iter().map(|o| o[k]).max().unwrap_or(0);
+        let min = spec
+            .footprint
+            .offsets
+            .iter()
+            .map(|o| o[k])
+            .min()
+            .unwrap_or(0);
+        let max = spec
+            .footprint
+            .offsets
+            .iter()
+            .map(|o| o[k])
+            .max()
+            .unwrap_or(0);
         lo[k] = (-min).max(0) as usize;
         shape[k] += lo[k] + max.max(0) as usize;
     }
@@ -190,7 +202,13 @@ fn scratch_bytes(spec: &RankSpec, geo: &Geometry, dtype: DType, threads: usize) 
     let padded: u64 = pshape.iter().map(|&s| s as u64).product();
     let total = plane * geo.planes as u64;
     let bins = direct_bins(dtype).map_or(plane + 1, |b| b as u64);
-    let per_plane = padded * 4 + plane * 4 + if direct_bins(dtype).is_some() { 0 } else { plane * 8 * 2 };
+    let per_plane = padded * 4
+        + plane * 4
+        + if direct_bins(dtype).is_some() {
+            0
+        } else {
+            plane * 8 * 2
+        };
     let hist = (Hist::len_for(bins as usize).1 as u64) * 4;
     // Raw input and output bits, the output storage, one plane's scratch, the histograms.
     total * 8 * 2 + total * dtype.size_bytes() as u64 + per_plane + hist * threads as u64 * 4
@@ -345,7 +363,10 @@ pub fn rank_sliding(x: &Tensor, spec: &RankSpec) -> Result<Tensor, RunError> {
                 }
             });
     }
-    Ok(Tensor::from_storage(storage_from_raw(dtype, &out), x.shape())?)
+    Ok(Tensor::from_storage(
+        storage_from_raw(dtype, &out),
+        x.shape(),
+    )?)
 }
 
 #[cfg(test)]
@@ -369,7 +390,10 @@ mod tests {
 
     #[test]
     fn hist_levels() {
-        assert_eq!(Hist::len_for(65536).0, vec![0, 65536, 65536 + 4096, 65536 + 4096 + 256]);
+        assert_eq!(
+            Hist::len_for(65536).0,
+            vec![0, 65536, 65536 + 4096, 65536 + 4096 + 256]
+        );
         assert_eq!(Hist::len_for(2).0, vec![0]);
         assert_eq!(Hist::len_for(17).0, vec![0, 17]);
     }
