@@ -621,3 +621,46 @@ fn oversized_scratch_is_refused_before_allocating() {
         "{e}"
     );
 }
+
+/// Rough timing of the workload (median 31x31 u16 2048², fused path); run with
+/// `cargo test -p kiln-ops --test rank_large -- --ignored --nocapture`. Also checks the
+/// result against the reference on a few rows.
+#[test]
+#[ignore = "timing; run by hand"]
+fn timing_median_31_u16_2048() {
+    let mut r = Rng(5);
+    let n = 2048;
+    let x = tensor(&mut r, DType::U16, &[1, 1, n, n], false);
+    let ty = TensorType {
+        dtype: DType::U16,
+        shape: vec![1, 1, n, n],
+    };
+    let params = vec![("size".to_string(), "31".to_string())];
+    let plan = build_plan("median_filter", &params, &[ty]).unwrap();
+    let engine = Engine::new();
+    // Process CPU seconds (utime + stime at 100 Hz) from /proc, as the machine may be shared.
+    let cpu = || -> f64 {
+        let s = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+        let f: Vec<&str> = s
+            .rsplit(')')
+            .next()
+            .unwrap_or("")
+            .split_whitespace()
+            .collect();
+        let tick = |i: usize| f.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
+        (tick(11) + tick(12)) / 100.0
+    };
+    for _ in 0..3 {
+        let (t, c) = (std::time::Instant::now(), cpu());
+        let out = plan
+            .run(Exec::Fused(&engine), std::slice::from_ref(&x))
+            .unwrap();
+        println!(
+            "median_filter 31x31 u16 {n}x{n}: {:.3} s wall, {:.2} s CPU on {} threads",
+            t.elapsed().as_secs_f64(),
+            cpu() - c,
+            engine.threads()
+        );
+        assert_eq!(out[0].shape(), x.shape());
+    }
+}

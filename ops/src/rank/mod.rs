@@ -260,36 +260,81 @@ fn blur_params(p: &Params<'_>) -> Result<(usize, usize, BlurPadding), OpError> {
     Ok((ky, kx, padding))
 }
 
-/// The rank selection operator `name` computes on input `ty` with parameters `p` (every
-/// check of the graph form, none of the network's size limit).
+/// Which element of the sorted window a scipy rank filter takes.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum RankOf {
+    /// `median_filter`: element `n / 2`.
+    Median,
+    /// `rank_filter(rank)`: negative counts from the end.
+    Rank(i64),
+    /// `percentile_filter(percentile)`: see [`scipy_percentile_rank`].
+    Percentile(f64),
+}
+
+/// The selection scipy's rank filter `of` computes on input `ty` with `window` and
+/// `border` (`op` names the operator in errors).
+pub fn scipy_spec(
+    op: &'static str,
+    ty: &TensorType,
+    window: &Window,
+    border: Border,
+    of: RankOf,
+) -> Result<RankSpec, OpError> {
+    let rank = spatial_rank(op, ty, 1)?;
+    let w = window.resolve(op, rank)?;
+    let n = w.count();
+    let r = match of {
+        RankOf::Median => n / 2,
+        RankOf::Rank(r) => scipy_rank(op, r, n)?,
+        RankOf::Percentile(q) => scipy_percentile_rank(op, q, n)?,
+    };
+    Ok(RankSpec {
+        footprint: w.footprint(),
+        border,
+        rank: r,
+        poison: Poison::Nan,
+    })
+}
+
+/// The selection kornia's `median_blur` with a `ky x kx` kernel and `padding` computes on
+/// input `ty` (`[B, C, H, W]`, f32 or f64).
+pub fn blur_spec(
+    ty: &TensorType,
+    ky: usize,
+    kx: usize,
+    padding: BlurPadding,
+) -> Result<RankSpec, OpError> {
+    check_blur_input(ty)?;
+    check_blur_size(ky, kx)?;
+    let footprint = blur_footprint(ky, kx);
+    let n = footprint.offsets.len();
+    Ok(RankSpec {
+        footprint,
+        border: padding.border(ty.dtype),
+        rank: (n - 1) / 2,
+        poison: Poison::NonFinite,
+    })
+}
+
+/// The rank selection registry operator `p.op()` computes on input `ty` with parameters
+/// `p` (every check of the graph form, none of the network's size limit).
 pub fn spec_for(p: &Params<'_>, ty: &TensorType) -> Result<RankSpec, OpError> {
     let op = p.op();
     if op == "median_blur" {
         let (ky, kx, padding) = blur_params(p)?;
-        check_blur_input(ty)?;
-        check_blur_size(ky, kx)?;
-        let footprint = blur_footprint(ky, kx);
-        let n = footprint.offsets.len();
-        return Ok(RankSpec {
-            footprint,
-            border: padding.border(ty.dtype),
-            rank: (n - 1) / 2,
-            poison: Poison::NonFinite,
-        });
+        return blur_spec(ty, ky, kx, padding);
     }
     let rank = spatial_rank(op, ty, 1)?;
     let window: Window = p.window(rank)?;
     let border = p.border(ty.dtype)?;
-    let w = window.resolve(op, rank)?;
-    let n = w.count();
-    let r = match op {
-        "median_filter" => n / 2,
+    let of = match op {
+        "median_filter" => RankOf::Median,
         "rank_filter" => {
             let r = p
                 .list::<i64>("rank", "integers")?
                 .ok_or_else(|| p.missing("rank", "the rank is required"))?;
             match r.as_slice() {
-                [r] => scipy_rank(op, *r, n)?,
+                [r] => RankOf::Rank(*r),
                 _ => return Err(p.bad("rank", "give one integer")),
             }
         }
@@ -298,7 +343,7 @@ pub fn spec_for(p: &Params<'_>, ty: &TensorType) -> Result<RankSpec, OpError> {
                 .list::<f64>("percentile", "numbers")?
                 .ok_or_else(|| p.missing("percentile", "the percentile is required"))?;
             match q.as_slice() {
-                [q] => scipy_percentile_rank(op, *q, n)?,
+                [q] => RankOf::Percentile(*q),
                 _ => return Err(p.bad("percentile", "give one number")),
             }
         }
@@ -309,12 +354,48 @@ pub fn spec_for(p: &Params<'_>, ty: &TensorType) -> Result<RankSpec, OpError> {
             })
         }
     };
-    Ok(RankSpec {
-        footprint: w.footprint(),
-        border,
-        rank: r,
-        poison: Poison::Nan,
-    })
+    scipy_spec(op, ty, &window, border, of)
+}
+
+/// The plan of `spec` on inputs of type `ty`: the network graph up to
+/// [`MAX_SELECTION_WINDOW`] values (with kornia's non-finite mask for [`Poison::NonFinite`],
+/// read through the same border), a [`RankProgram`] above.
+pub fn plan_for_spec(
+    name: &'static str,
+    spec: RankSpec,
+    ty: &TensorType,
+) -> Result<OpPlan, OpError> {
+    spec.check(name)?;
+    if spec.footprint.offsets.len() > MAX_SELECTION_WINDOW {
+        return Ok(OpPlan::Program(Box::new(RankProgram::new(name, spec)?)));
+    }
+    let mut b = GraphBuilder::new();
+    let x = b.input(ty.dtype, &ty.shape)?;
+    let out = spec_graph(&mut b, x, &spec)?;
+    Ok(OpPlan::Graph(b.finish(&[out])?))
+}
+
+/// `spec` as graph nodes reading `x`: a selection network, and for [`Poison::NonFinite`]
+/// the non-finite mask (a window `Any` of `!is_finite(x)` through the same border; a
+/// constant border reads its constant's own finiteness) selecting the canonical NaN.
+pub fn spec_graph(b: &mut GraphBuilder, x: NodeId, spec: &RankSpec) -> Result<NodeId, OpError> {
+    let median = select_rank(b, x, &spec.footprint, spec.border, spec.rank)?;
+    if spec.poison == Poison::Nan {
+        return Ok(median);
+    }
+    let ty = checked_type(b, x)?;
+    let finite = b.unary(UnaryOp::IsFinite, x)?;
+    let bad = b.unary(UnaryOp::Not, finite)?;
+    let mask_border = match spec.border {
+        Border::Constant(c) => Border::Constant(Scalar::Bool(keys::is_non_finite(
+            c.dtype(),
+            keys::scalar_raw(c),
+        ))),
+        other => other,
+    };
+    let any_bad = b.window_reduce(bad, ReduceOp::Any, &spec.footprint, mask_border)?;
+    let nan = b.constant_like(Scalar::from_f64(ty.dtype, f64::NAN), x)?;
+    Ok(b.select(any_bad, nan, median)?)
 }
 
 fn check_blur_input(ty: &TensorType) -> Result<(), OpError> {
@@ -417,18 +498,8 @@ pub fn median_blur_padded(
         return crate::median::median_blur_hw(b, x, ky, kx);
     }
     let ty = checked_type(b, x)?;
-    check_blur_input(&ty)?;
-    check_blur_size(ky, kx)?;
-    let footprint = blur_footprint(ky, kx);
-    let n = footprint.offsets.len();
-    let border = padding.border(ty.dtype);
-    let median = select_rank(b, x, &footprint, border, (n - 1) / 2)?;
-    let finite = b.unary(UnaryOp::IsFinite, x)?;
-    let bad = b.unary(UnaryOp::Not, finite)?;
-    let any_bad = b.window_reduce(bad, ReduceOp::Any, &footprint, border)?;
-    let nan = Scalar::from_f64(ty.dtype, f64::NAN);
-    let nan = b.constant_like(nan, x)?;
-    Ok(b.select(any_bad, nan, median)?)
+    let spec = blur_spec(&ty, ky, kx, padding)?;
+    spec_graph(b, x, &spec)
 }
 
 /// Runs rank operator `name` with `params` on `x`, through the network graph or the
