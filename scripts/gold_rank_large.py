@@ -6,7 +6,8 @@ median_filter, rank_filter and percentile_filter with windows over kiln's networ
 (441 values), which kiln runs as a sliding-histogram program: 23x23 uint16 in every mode,
 31x31 float32 percentiles, 25x25 int16 ranks with a disc footprint and origins, a 1-D
 size-1001 float64 median, a 9x9x9 uint8 volume, even sizes, int32/uint32, and images smaller
-than the window. The Rust test `ops/tests/rank_golden.rs` runs every case through
+than the window; and, for rank_filter and percentile_filter, windows within the limit
+(net_* cases, graphs). The Rust test `ops/tests/rank_golden.rs` runs every case through
 `build_plan` eagerly and fused and compares the bits.
 
 Needs numpy and scipy (`python3 -m venv .venv-gold && .venv-gold/bin/pip install numpy scipy`);
@@ -168,6 +169,21 @@ def main():
               cval=3)
     small = data(rng, (5, 3), np.float32)
     w.add("rank_f32_small_s25_wrap", "rank_filter", small, size=25, mode="wrap", rank=-1)
+    # Windows within the network limit (cases named net_*: graphs, not programs), so that
+    # rank_filter and percentile_filter have goldens through both paths.
+    fp = np.array([[1, 0, 1], [0, 1, 1], [1, 1, 0]], dtype=bool)
+    for dt, name in ((np.float32, "f32"), (np.uint8, "u8"), (np.int16, "i16")):
+        img = data(rng, (9, 11), dt)
+        cval = 2 if dt != np.float32 else -1.5
+        for mode in MODES:
+            w.add(f"net_rank_{name}_s3_{mode}", "rank_filter", img, size=3, mode=mode,
+                  cval=cval, rank=-3)
+            w.add(f"net_percentile_{name}_s4_{mode}", "percentile_filter", img, size=4,
+                  mode=mode, cval=cval, percentile=37.5)
+        w.add(f"net_rank_{name}_fp_o", "rank_filter", img, footprint=fp, origin=(1, -1),
+              rank=2)
+        w.add(f"net_percentile_{name}_s25_o", "percentile_filter", img, size=(2, 5),
+              origin=(-1, 2), percentile=-80)
     w.finish()
     print(f"{len(w.lines)} cases, {len(w.inputs)} inputs, {w.bytes} bytes in {OUT}")
     assert w.bytes < 2_000_000
