@@ -27,6 +27,9 @@ const DTYPES: [DType; 9] = [
     DType::F64,
 ];
 
+/// (operator, parameters, dtype, shape).
+type Case = (&'static str, Vec<(String, String)>, DType, Vec<usize>);
+
 struct Rng(u64);
 
 impl Rng {
@@ -249,7 +252,7 @@ fn registry_graphs_equal_forced_programs() {
             .map(|(a, b)| (a.to_string(), b.to_string()))
             .collect()
     };
-    let cases: Vec<(&str, Vec<(String, String)>, DType, Vec<usize>)> = vec![
+    let cases: Vec<Case> = vec![
         (
             "rank_filter",
             p(&[("rank", "-2"), ("size", "4")]),
@@ -368,7 +371,7 @@ fn large_windows_are_programs_eager_equals_fused() {
             .map(|(a, b)| (a.to_string(), b.to_string()))
             .collect()
     };
-    let cases: Vec<(&str, Vec<(String, String)>, DType, Vec<usize>)> = vec![
+    let cases: Vec<Case> = vec![
         (
             "median_filter",
             p(&[("size", "23")]),
