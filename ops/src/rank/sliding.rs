@@ -47,30 +47,34 @@ use crate::program::RunError;
 /// The code of a poison value (NaN, or non-finite for kornia): never in the histogram.
 const SENTINEL: u32 = u32::MAX;
 
-/// A histogram of codes `0..K` with fan-out-16 levels (see the module header).
-struct Hist {
+/// Level starts and total length of a histogram of `bins` codes (finest level first).
+fn levels_for(bins: usize) -> (Vec<usize>, usize) {
+    let mut starts = vec![0];
+    let mut size = bins.max(1);
+    let mut total = size;
+    while size > 16 {
+        size = size.div_ceil(16);
+        starts.push(total);
+        total += size;
+    }
+    (starts, total)
+}
+
+/// A histogram of codes `0..K` with `L` fan-out-16 levels (see the module header); `L` is a
+/// constant so that updates and selections unroll.
+struct Hist<const L: usize> {
     counts: Vec<u32>,
     /// Start of each level in `counts`, finest first.
-    starts: Vec<usize>,
+    starts: [usize; L],
     /// Number of sentinel codes in the window.
     poison: u32,
 }
 
-impl Hist {
-    fn len_for(bins: usize) -> (Vec<usize>, usize) {
-        let mut starts = vec![0];
-        let mut size = bins.max(1);
-        let mut total = size;
-        while size > 16 {
-            size = size.div_ceil(16);
-            starts.push(total);
-            total += size;
-        }
-        (starts, total)
-    }
-
-    fn new(bins: usize) -> Hist {
-        let (starts, total) = Hist::len_for(bins);
+impl<const L: usize> Hist<L> {
+    fn new(bins: usize) -> Hist<L> {
+        let (v, total) = levels_for(bins);
+        let mut starts = [0; L];
+        starts.copy_from_slice(&v);
         Hist {
             counts: vec![0; total],
             starts,
@@ -78,27 +82,27 @@ impl Hist {
         }
     }
 
-    #[inline]
+    #[inline(always)]
     fn add(&mut self, code: u32) {
         if code == SENTINEL {
             self.poison += 1;
             return;
         }
         let mut c = code as usize;
-        for &s in &self.starts {
+        for s in self.starts {
             self.counts[s + c] += 1;
             c >>= 4;
         }
     }
 
-    #[inline]
+    #[inline(always)]
     fn remove(&mut self, code: u32) {
         if code == SENTINEL {
             self.poison -= 1;
             return;
         }
         let mut c = code as usize;
-        for &s in &self.starts {
+        for s in self.starts {
             self.counts[s + c] -= 1;
             c >>= 4;
         }
@@ -106,10 +110,11 @@ impl Hist {
 
     /// The code with exactly `rank` entries below it (the window holds more than `rank`
     /// non-poison entries).
-    #[inline]
+    #[inline(always)]
     fn select(&self, mut rank: u32) -> u32 {
         let mut idx = 0usize;
-        for &s in self.starts.iter().rev() {
+        for l in (0..L).rev() {
+            let s = self.starts[l];
             let mut j = idx << 4;
             loop {
                 let c = self.counts[s + j];
@@ -122,6 +127,85 @@ impl Hist {
             idx = j;
         }
         idx as u32
+    }
+}
+
+/// What every line of one plane shares.
+struct Lines<'a> {
+    dtype: DType,
+    padded: &'a [u32],
+    moves: &'a Moves,
+    /// Output extents (spatial) and padded extents.
+    spatial: &'a [usize],
+    pshape: &'a [usize],
+    rank: u32,
+    /// Key of each code for the ranked dtypes (`None`: the code is the key).
+    table: Option<&'a [u64]>,
+    bins: usize,
+}
+
+impl Lines<'_> {
+    /// Fills `dst`, the output lines `first..`, with one histogram of `L` levels.
+    fn run<const L: usize>(&self, first: usize, dst: &mut [u64]) {
+        let nd = self.spatial.len();
+        let width = self.spatial[nd - 1];
+        let pwidth = self.pshape[nd - 1];
+        let nan = canonical_nan(self.dtype);
+        let padded = self.padded;
+        let mv = self.moves;
+        let mut h = Hist::<L>::new(self.bins);
+        for (li, line) in dst.chunks_mut(width).enumerate() {
+            // Padded position of the line's first output point.
+            let mut rest = first + li;
+            let mut base = 0usize;
+            let mut mul = pwidth;
+            for k in (0..nd - 1).rev() {
+                base += (rest % self.spatial[k]) * mul;
+                rest /= self.spatial[k];
+                mul *= self.pshape[k];
+            }
+            for &o in &mv.all {
+                h.add(padded[base + o]);
+            }
+            for (xi, o) in line.iter_mut().enumerate() {
+                if xi > 0 {
+                    let at = base + xi - 1;
+                    for &r in &mv.remove {
+                        h.remove(padded[at + r]);
+                    }
+                    for &a in &mv.add {
+                        h.add(padded[at + a]);
+                    }
+                }
+                *o = if h.poison > 0 {
+                    nan
+                } else {
+                    let c = h.select(self.rank);
+                    match self.table {
+                        None => key_raw(self.dtype, c as u64),
+                        Some(t) => key_raw(self.dtype, t[c as usize]),
+                    }
+                };
+            }
+            let last = base + width - 1;
+            for &o in &mv.all {
+                h.remove(padded[last + o]);
+            }
+        }
+    }
+
+    /// [`Lines::run`] with the level count of `bins` codes (at most 8: codes are `u32`).
+    fn run_any(&self, first: usize, dst: &mut [u64]) {
+        match levels_for(self.bins).0.len() {
+            1 => self.run::<1>(first, dst),
+            2 => self.run::<2>(first, dst),
+            3 => self.run::<3>(first, dst),
+            4 => self.run::<4>(first, dst),
+            5 => self.run::<5>(first, dst),
+            6 => self.run::<6>(first, dst),
+            7 => self.run::<7>(first, dst),
+            _ => self.run::<8>(first, dst),
+        }
     }
 }
 
@@ -209,7 +293,7 @@ fn scratch_bytes(spec: &RankSpec, geo: &Geometry, dtype: DType, threads: usize) 
         } else {
             plane * 8 * 2
         };
-    let hist = (Hist::len_for(bins as usize).1 as u64) * 4;
+    let hist = (levels_for(bins as usize).1 as u64) * 4;
     // Raw input and output bits, the output storage, one plane's scratch, the histograms.
     total * 8 * 2 + total * dtype.size_bytes() as u64 + per_plane + hist * threads as u64 * 4
 }
@@ -262,6 +346,15 @@ pub fn rank_sliding(x: &Tensor, spec: &RankSpec) -> Result<Tensor, RunError> {
                 t
             }
         };
+        if table.len() >= SENTINEL as usize {
+            return Err(RunError::BadInput {
+                op: "rank selection",
+                problem: format!(
+                    "{} distinct values in one plane, at most 2^32 - 2",
+                    table.len()
+                ),
+            });
+        }
         let code = |v: u64| -> u32 {
             if poison(v) {
                 SENTINEL
@@ -316,52 +409,20 @@ pub fn rank_sliding(x: &Tensor, spec: &RankSpec) -> Result<Tensor, RunError> {
         let bins = direct.unwrap_or(table.len().max(1));
         let chunks = (threads * 4).min(lines).max(1);
         let per_chunk = lines.div_ceil(chunks);
-        let nan = canonical_nan(dtype);
+        let ctx = Lines {
+            dtype,
+            padded: &padded,
+            moves: &mv,
+            spatial: &geo.spatial,
+            pshape: &pshape,
+            rank,
+            table: direct.is_none().then_some(table.as_slice()),
+            bins,
+        };
         out[p * plane..(p + 1) * plane]
             .par_chunks_mut(per_chunk * width)
             .enumerate()
-            .for_each(|(ci, dst)| {
-                let mut h = Hist::new(bins);
-                for (li, line) in dst.chunks_mut(width).enumerate() {
-                    let l = ci * per_chunk + li;
-                    // Padded position of the line's first output point.
-                    let mut rest = l;
-                    let mut base = 0usize;
-                    let mut mul = pwidth;
-                    for k in (0..nd - 1).rev() {
-                        base += (rest % geo.spatial[k]) * mul;
-                        rest /= geo.spatial[k];
-                        mul *= pshape[k];
-                    }
-                    for &o in &mv.all {
-                        h.add(padded[base + o]);
-                    }
-                    for (xi, o) in line.iter_mut().enumerate() {
-                        if xi > 0 {
-                            let at = base + xi - 1;
-                            for &r in &mv.remove {
-                                h.remove(padded[at + r]);
-                            }
-                            for &a in &mv.add {
-                                h.add(padded[at + a]);
-                            }
-                        }
-                        *o = if h.poison > 0 {
-                            nan
-                        } else {
-                            let c = h.select(rank) as usize;
-                            match direct {
-                                Some(_) => key_raw(dtype, c as u64),
-                                None => key_raw(dtype, table[c]),
-                            }
-                        };
-                    }
-                    let last = base + width - 1;
-                    for &o in &mv.all {
-                        h.remove(padded[last + o]);
-                    }
-                }
-            });
+            .for_each(|(ci, dst)| ctx.run_any(ci * per_chunk, dst));
     }
     Ok(Tensor::from_storage(
         storage_from_raw(dtype, &out),
@@ -375,7 +436,7 @@ mod tests {
 
     #[test]
     fn hist_selects_with_multiplicity() {
-        let mut h = Hist::new(65536);
+        let mut h = Hist::<4>::new(65536);
         for c in [5u32, 70000 % 65536, 5, 300, 65535, 0] {
             h.add(c);
         }
@@ -391,10 +452,10 @@ mod tests {
     #[test]
     fn hist_levels() {
         assert_eq!(
-            Hist::len_for(65536).0,
+            levels_for(65536).0,
             vec![0, 65536, 65536 + 4096, 65536 + 4096 + 256]
         );
-        assert_eq!(Hist::len_for(2).0, vec![0]);
-        assert_eq!(Hist::len_for(17).0, vec![0, 17]);
+        assert_eq!(levels_for(2).0, vec![0]);
+        assert_eq!(levels_for(17).0, vec![0, 17]);
     }
 }
