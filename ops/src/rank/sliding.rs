@@ -257,9 +257,12 @@ fn moves(spec: &RankSpec, lo: &[usize], pshape: &[usize]) -> Moves {
             .sum()
     };
     let offs = &spec.footprint.offsets;
-    let has = |o: &[i64], d: i64| -> bool {
-        offs.iter()
-            .any(|p| p[..nd - 1] == o[..nd - 1] && p[nd - 1] == o[nd - 1] + d)
+    let set: std::collections::HashSet<&[i64]> = offs.iter().map(|o| o.as_slice()).collect();
+    let mut probe = vec![0i64; nd];
+    let mut has = |o: &[i64], d: i64| -> bool {
+        probe.copy_from_slice(o);
+        probe[nd - 1] += d;
+        set.contains(probe.as_slice())
     };
     let mut m = Moves {
         all: Vec::with_capacity(offs.len()),
