@@ -631,11 +631,17 @@ fn oversized_scratch_is_refused_before_allocating() {
 #[test]
 #[ignore = "timing; run by hand"]
 fn timing_median_31_u16_2048() {
+    for dtype in [DType::U16, DType::F32] {
+        time_median_31(dtype);
+    }
+}
+
+fn time_median_31(dtype: DType) {
     let mut r = Rng(5);
     let n = 2048;
-    let x = tensor(&mut r, DType::U16, &[1, 1, n, n], false);
+    let x = tensor(&mut r, dtype, &[1, 1, n, n], false);
     let ty = TensorType {
-        dtype: DType::U16,
+        dtype,
         shape: vec![1, 1, n, n],
     };
     let params = vec![("size".to_string(), "31".to_string())];
@@ -659,7 +665,7 @@ fn timing_median_31_u16_2048() {
             .run(Exec::Fused(&engine), std::slice::from_ref(&x))
             .unwrap();
         println!(
-            "median_filter 31x31 u16 {n}x{n}: {:.3} s wall, {:.2} s CPU on {} threads",
+            "median_filter 31x31 {dtype} {n}x{n}: {:.3} s wall, {:.2} s CPU on {} threads",
             t.elapsed().as_secs_f64(),
             cpu() - c,
             engine.threads()
