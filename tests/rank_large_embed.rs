@@ -183,3 +183,32 @@ fn typed_median_blur_both_paddings_any_size() {
         assert_eq!(small.shape(), x.shape());
     }
 }
+
+/// `Op::median_filter(..).run` reaches the program for windows over 441 values and gives
+/// the typed call's bits; within the limit it stays the graph.
+#[test]
+fn op_run_reaches_the_program() {
+    let img = u16_image(30, 28);
+    let op = kiln::Op::median_filter([22, 21])
+        .mode(Mode::Mirror)
+        .origin([1, -3]);
+    let got = op.run(img.view()).unwrap();
+    let opts = RankOptions {
+        mode: Mode::Mirror,
+        cval: 0.0,
+        origin: vec![1, -3],
+    };
+    let want = median_filter(img.view(), [22, 21], &opts).unwrap();
+    assert_eq!(got, want);
+    let x = as_bcs(&img);
+    let got = Tensor::from_ndarray(&got).reshape_for_test(x.shape());
+    let r = reference(
+        "median_filter",
+        &[("size", "22,21"), ("mode", "mirror"), ("origin", "1,-3")],
+        &x,
+    );
+    assert_eq!(first_difference(&got, &r), None);
+    // Within the limit: the graph, same call.
+    let small = kiln::Op::median_filter(5).run(img.view()).unwrap();
+    assert_eq!(small.shape(), img.shape());
+}

@@ -7,7 +7,8 @@
 //! [`crate::embed::Op`] does), larger ones the sliding-histogram program
 //! (`kiln_ops::RankProgram`) on the shared engine's threads. Exactness: both are the same
 //! selection bit for bit (ops/src/rank), equal to scipy 1.17 on the committed goldens.
-//! Limits: inputs are copied once into kiln storage; these calls are not pipeline stages.
+//! `Op::median_filter(..).run` takes windows over 441 values here too. Limits: inputs are
+//! copied once into kiln storage; these calls are not pipeline stages.
 
 use kiln_ir::TensorType;
 use kiln_ops::rank::{blur_spec, plan_for_spec, scipy_spec, RankOf, RankSpec};
@@ -141,4 +142,31 @@ pub fn median_blur<T: Element>(
     run("median_blur", &x, false, |ty| {
         blur_spec(ty, ky, kx, padding)
     })
+}
+
+/// [`crate::embed::Op::run`]'s route for a `median_filter` whose window has more than
+/// 441 values (the program); `None` for other operators and smaller windows (the graph).
+pub(crate) fn run_large_median<T: Element>(
+    op: &super::op::Op,
+    x: &ArrayViewD<'_, T>,
+) -> Result<Option<ArrayD<T>>> {
+    let Some((window, mode, cval)) = op.median_filter_parts() else {
+        return Ok(None);
+    };
+    if x.ndim() == 0 {
+        return Ok(None);
+    }
+    // A window the checks refuse is left to the pipeline, which reports it as before.
+    let Ok(w) = window.resolve("median_filter", x.ndim()) else {
+        return Ok(None);
+    };
+    if w.count() <= kiln_ops::median::MAX_SELECTION_WINDOW {
+        return Ok(None);
+    }
+    let options = RankOptions {
+        mode,
+        cval,
+        origin: Vec::new(),
+    };
+    median_filter(x.view(), window, &options).map(Some)
 }
