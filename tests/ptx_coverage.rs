@@ -287,6 +287,22 @@ fn op_cases() -> Vec<OpCase> {
                     p(&[("structure1", "1,1,1;1,1,1;1,1,1")]),
                 );
             }
+            // Rank filters (helper rank): every fourth scipy window (they share
+            // median_filter's kernels but the rank) with a rank or a percentile.
+            "rank_filter" | "percentile_filter" => {
+                let cases = scipy_window_cases().into_iter().step_by(4);
+                for (i, (spatial, d, mut params)) in cases.enumerate() {
+                    let (name, value) = match (op, i % 3) {
+                        ("rank_filter", 0) => ("rank", "0"),
+                        ("rank_filter", _) => ("rank", "-1"),
+                        (_, 0) => ("percentile", "25"),
+                        (_, 1) => ("percentile", "100"),
+                        _ => ("percentile", "-40"),
+                    };
+                    params.push((name.to_string(), value.to_string()));
+                    push(op, spatial, d, params);
+                }
+            }
             _ => {
                 for (spatial, d, params) in scipy_window_cases() {
                     push(op, spatial, d, params);

@@ -123,10 +123,19 @@ fn reference_covers_every_scipy_operator() {
         .filter(|l| !l.starts_with('#'))
         .filter_map(|l| l.split_whitespace().nth(1))
         .collect();
+    // The rank filters' goldens live in tests/golden/rank_large (rank_golden.rs).
+    let rank = std::fs::read_to_string(reference_dir().join("../golden/rank_large/manifest.txt"))
+        .expect("tests/golden/rank_large/manifest.txt (run scripts/gold_rank_large.py)");
+    let rank_ops: Vec<&str> = rank
+        .lines()
+        .filter(|l| !l.starts_with('#'))
+        .filter_map(|l| l.split_whitespace().nth(1))
+        .collect();
     for op in kiln_ops::op_names().iter().filter(|&&o| o != "median_blur") {
         assert!(
             cases.iter().filter(|c| c.op == *op).count()
                 + morph_ops.iter().filter(|o| *o == op).count()
+                + rank_ops.iter().filter(|o| *o == op).count()
                 >= 10,
             "too few reference cases for {op}"
         );

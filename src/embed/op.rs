@@ -347,6 +347,19 @@ impl Op {
         self.mode.unwrap_or_default()
     }
 
+    /// Rank filters (helper rank): a `median_filter`'s window (with its origin), mode and
+    /// cval, so that [`Op::run`] can take windows over the network limit to the program;
+    /// `None` for the other operators.
+    pub(crate) fn median_filter_parts(&self) -> Option<(Window, Mode, f64)> {
+        match self.kind {
+            OpKind::MedianFilter => {
+                let w = self.window.clone()?.with_origin(&self.effective_origin());
+                Some((w, self.border_mode(), self.cval))
+            }
+            _ => None,
+        }
+    }
+
     /// How far outside its point this op reads along each of `rank` spatial axes: per axis
     /// `(before, after)`. Used by callers that split arrays into overlapping chunks.
     pub fn halo(&self, rank: usize) -> Result<Vec<(usize, usize)>> {

@@ -295,8 +295,13 @@ impl Pipeline {
 }
 
 impl Op {
-    /// Runs this one operator on `x` (a one-op [`Pipeline`] on the shared engine).
+    /// Runs this one operator on `x` (a one-op [`Pipeline`] on the shared engine; a
+    /// `median_filter` over more than 441 values runs the rank program instead).
     pub fn run<T: Element>(&self, x: ArrayViewD<'_, T>) -> Result<ArrayD<T>> {
+        // Rank filters (helper rank): windows over the network limit.
+        if let Some(out) = super::rank::run_large_median(self, &x)? {
+            return Ok(out);
+        }
         Pipeline::from(self.clone()).run(x)
     }
 }
