@@ -19,6 +19,8 @@ pub(crate) mod morphology_registry;
 pub mod morphology_tools;
 pub mod network;
 pub mod program;
+// Rank filters for any window size (helper rank).
+pub mod rank;
 pub mod registry;
 pub mod sinkhorn;
 pub mod window;
@@ -39,6 +41,7 @@ pub use morphology_program::{binary_program, BinaryChain, BinaryFixpoint, Binary
 pub use morphology_tools::{generate_binary_structure, iterate_structure};
 pub use network::{selection_network, Network};
 pub use program::{build_plan, Exec, Layout, OpPlan, Program, ProgramInfo, RunError, PROGRAMS};
+pub use rank::{large_plan, RankProgram, RankSpec};
 pub use registry::{all_names, build_op, op_info, op_names, OpInfo, Params, OPS};
 pub use sinkhorn::{build_cost_matrix, Sinkhorn, SinkhornOptions};
 pub use window::{ResolvedWindow, Window};

@@ -208,6 +208,10 @@ pub fn build_plan(
     params: &[(String, String)],
     inputs: &[TensorType],
 ) -> Result<OpPlan, OpError> {
+    // Rank filters (helper rank): windows over the network limit are programs.
+    if let Some(plan) = crate::rank::large_plan(name, params, inputs)? {
+        return Ok(plan);
+    }
     if let Some(p) = program_info(name) {
         if inputs.len() != p.inputs.len() {
             return Err(OpError::BadInput {

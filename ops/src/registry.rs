@@ -14,7 +14,7 @@ use kiln_ir::{Border, DType, Graph, GraphBuilder, Scalar, TensorType};
 
 use crate::error::OpError;
 use crate::gradient::gradient_magnitude;
-use crate::median::{median_blur_hw, median_filter};
+use crate::median::median_filter;
 use crate::morphology::{grey_closing, grey_dilation, grey_erosion, grey_opening};
 use crate::window::Window;
 
@@ -51,12 +51,40 @@ const P_ORIGIN: (&str, &str) = (
 );
 const SCIPY_WINDOW: &[(&str, &str)] = &[P_SIZE, P_FOOTPRINT, P_MODE, P_CVAL, P_ORIGIN];
 
+// Rank filters (helper rank).
+const RANK_PARAMS: &[(&str, &str)] = &[
+    (
+        "rank",
+        "0-based rank in the sorted window, negative from the end (required)",
+    ),
+    P_SIZE,
+    P_FOOTPRINT,
+    P_MODE,
+    P_CVAL,
+    P_ORIGIN,
+];
+const PERCENTILE_PARAMS: &[(&str, &str)] = &[
+    (
+        "percentile",
+        "percentile in -100..=100, negative from 100 (required)",
+    ),
+    P_SIZE,
+    P_FOOTPRINT,
+    P_MODE,
+    P_CVAL,
+    P_ORIGIN,
+];
+
 /// Every registered operator.
 pub const OPS: &[OpInfo] = &[
     OpInfo {
         name: "median_blur",
         summary: "kornia median_blur: zero padding, lower median, NaN where the window holds NaN/Inf",
-        params: &[("k", "kernel size k or ky,kx (required)")],
+        params: &[
+            ("k", "kernel size k or ky,kx (required)"),
+            // Rank filters (helper rank).
+            ("padding", "zeros (default) or reflect (torch's reflect, kornia 0.9's default)"),
+        ],
     },
     OpInfo {
         name: "median_filter",
@@ -87,6 +115,17 @@ pub const OPS: &[OpInfo] = &[
         name: "gradient_magnitude",
         summary: "sqrt(dx*dx + dy*dy) with central differences over the last two spatial axes",
         params: &[P_MODE, P_CVAL],
+    },
+    // Rank filters (helper rank): windows over 441 values run as programs (build_plan).
+    OpInfo {
+        name: "rank_filter",
+        summary: "scipy.ndimage.rank_filter (element rank of the sorted window; negative counts from the end)",
+        params: RANK_PARAMS,
+    },
+    OpInfo {
+        name: "percentile_filter",
+        summary: "scipy.ndimage.percentile_filter (element int(n * p / 100) of the sorted window)",
+        params: PERCENTILE_PARAMS,
     },
     // Morphology family (helper morph): binary and derived grey operators.
     OpInfo {
@@ -156,6 +195,9 @@ pub fn op_names() -> &'static [&'static str] {
         "black_tophat",
         "morphological_gradient",
         "morphological_laplace",
+        // Rank filters (helper rank).
+        "rank_filter",
+        "percentile_filter",
     ];
     NAMES
 }
@@ -196,16 +238,9 @@ pub fn build_op(
     let x = b.input(input.dtype, &input.shape)?;
     let rank = input.shape.len().saturating_sub(2);
     let out = match op {
-        "median_blur" => {
-            let k = p
-                .usizes("k")?
-                .ok_or_else(|| p.missing("k", "a kernel size is required"))?;
-            let (ky, kx) = match k.as_slice() {
-                [k] => (*k, *k),
-                [ky, kx] => (*ky, *kx),
-                _ => return Err(p.bad("k", "give k or ky,kx")),
-            };
-            median_blur_hw(&mut b, x, ky, kx)?
+        // Rank filters (helper rank): median_blur (with its padding), rank and percentile.
+        "median_blur" | "rank_filter" | "percentile_filter" => {
+            crate::rank::build_graph(&p, &mut b, x)?
         }
         "gradient_magnitude" => {
             // cval stays f64 for f32 input: scipy's convolve uses it unrounded.

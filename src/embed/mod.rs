@@ -24,6 +24,8 @@ pub mod layout;
 pub mod morphology;
 pub mod op;
 pub mod pipeline;
+// Rank filters of any window size (helper rank).
+pub mod rank;
 pub mod sinkhorn;
 
 pub use distance::{distance_transform_bf, distance_transform_cdt, distance_transform_edt};
@@ -36,4 +38,5 @@ pub use morphology::{
 };
 pub use op::{IntoWindow, Mode, Op, OpKind};
 pub use pipeline::{shared_engine, Pipeline};
+pub use rank::{BlurPadding, RankOptions};
 pub use sinkhorn::{cost_matrix, sinkhorn, SinkhornResult};

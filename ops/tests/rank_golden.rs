@@ -1,0 +1,154 @@
+//! scipy.ndimage golden references for rank filters over large windows
+//! (tests/golden/rank_large, made by scripts/gold_rank_large.py): median_filter,
+//! rank_filter and percentile_filter with windows over the network limit (23x23 u16 in every
+//! mode, 31x31 f32 percentiles, a 25x25 disc on i16, 1-D size 1001 f64, 9x9x9 u8, even
+//! sizes, i32/u32/i8, images smaller than the window).
+//!
+//! Exactness: every element must equal scipy's bits, through `build_plan` (a program for
+//! these windows) with `Exec::Eager` (the sorting reference) and `Exec::Fused` (the sliding
+//! histograms). Limits: the data is what the script generated (no NaN, no -0); it runs no
+//! Python.
+
+use std::path::{Path, PathBuf};
+
+use kiln_ir::{Scalar, TensorType};
+use kiln_ops::{build_plan, Exec, OpPlan};
+use kiln_runtime::fused::Engine;
+use kiln_runtime::npy::read_npy;
+use kiln_runtime::Tensor;
+
+fn golden_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/golden/rank_large")
+}
+
+/// `[S1..Sd]` as a `[1, 1, S1..Sd]` view of the same storage.
+fn promote(t: Tensor) -> Tensor {
+    let mut shape = vec![1, 1];
+    shape.extend_from_slice(t.shape());
+    let mut strides = vec![t.numel(), t.numel()];
+    strides.extend_from_slice(t.strides());
+    Tensor::from_parts(t.storage().clone(), &shape, &strides, t.offset()).expect("valid view")
+}
+
+struct Case {
+    name: String,
+    op: String,
+    input: String,
+    params: Vec<(String, String)>,
+}
+
+fn manifest() -> Vec<Case> {
+    let text = std::fs::read_to_string(golden_dir().join("manifest.txt"))
+        .expect("tests/golden/rank_large/manifest.txt (run scripts/gold_rank_large.py)");
+    text.lines()
+        .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
+        .map(|l| {
+            let mut it = l.split_whitespace();
+            let name = it.next().expect("case name").to_string();
+            let op = it.next().expect("op name").to_string();
+            let input = it.next().expect("input file").to_string();
+            let params = it
+                .map(|p| {
+                    let (k, v) = p.split_once('=').expect("name=value");
+                    (k.to_string(), v.to_string())
+                })
+                .collect();
+            Case {
+                name,
+                op,
+                input,
+                params,
+            }
+        })
+        .collect()
+}
+
+/// The first element whose bits differ, as a message.
+fn compare(got: &Tensor, want: &Tensor) -> Option<String> {
+    if got.shape() != want.shape() || got.dtype() != want.dtype() {
+        return Some(format!(
+            "type {}{:?} vs scipy {}{:?}",
+            got.dtype(),
+            got.shape(),
+            want.dtype(),
+            want.shape()
+        ));
+    }
+    let (g, w): (Vec<Scalar>, Vec<Scalar>) = (got.to_scalars(), want.to_scalars());
+    let bad: Vec<usize> = (0..g.len()).filter(|&i| g[i] != w[i]).collect();
+    bad.first().map(|&i| {
+        format!(
+            "{} of {} elements differ; first at flat index {i}: kiln {} vs scipy {}",
+            bad.len(),
+            g.len(),
+            g[i],
+            w[i]
+        )
+    })
+}
+
+#[test]
+fn every_large_window_golden_matches_scipy_eager_and_fused() {
+    let cases = manifest();
+    assert!(cases.len() >= 30, "only {} golden cases", cases.len());
+    let engine = Engine::new();
+    let dir = golden_dir();
+    let mut failures = Vec::new();
+    for c in &cases {
+        let x = promote(read_npy(dir.join(&c.input)).expect("input"));
+        let want = promote(read_npy(dir.join(format!("{}.out.npy", c.name))).expect("output"));
+        let ty = TensorType {
+            dtype: x.dtype(),
+            shape: x.shape().to_vec(),
+        };
+        let plan = match build_plan(&c.op, &c.params, &[ty]) {
+            Ok(p) => p,
+            Err(e) => {
+                failures.push(format!("{}: build failed: {e}", c.name));
+                continue;
+            }
+        };
+        if !matches!(plan, OpPlan::Program(_)) {
+            failures.push(format!(
+                "{}: not a program (window within the network limit)",
+                c.name
+            ));
+        }
+        for (what, exec) in [("eager", Exec::Eager), ("fused", Exec::Fused(&engine))] {
+            match plan.run(exec, std::slice::from_ref(&x)) {
+                Ok(mut out) => {
+                    if let Some(why) = compare(&out.remove(0), &want) {
+                        failures.push(format!(
+                            "{} ({} {:?}) {what}: {why}",
+                            c.name, c.op, c.params
+                        ));
+                    }
+                }
+                Err(e) => failures.push(format!("{} {what}: {e}", c.name)),
+            }
+        }
+    }
+    for f in failures.iter().take(20) {
+        eprintln!("{f}");
+    }
+    assert!(
+        failures.is_empty(),
+        "{} failures over {} cases",
+        failures.len(),
+        cases.len()
+    );
+}
+
+/// The comparison can fail: a changed element of a golden output is reported.
+#[test]
+fn a_wrong_value_is_detected() {
+    let cases = manifest();
+    let c = &cases[0];
+    let want = read_npy(golden_dir().join(format!("{}.out.npy", c.name))).unwrap();
+    let mut s = want.contiguous_storage();
+    let v = s.get(0).to_i64().unwrap();
+    s.set(0, Scalar::wrap_int(want.dtype(), v + 1).unwrap());
+    let changed = Tensor::from_storage(s, want.shape()).unwrap();
+    assert!(compare(&changed, &want).is_some());
+    assert!(compare(&want, &want).is_none());
+}
