@@ -137,8 +137,8 @@ def test_gil_is_released(which):
         seed[0, 0] = True
         call = lambda: kn.binary_propagation(seed, mask=m)  # noqa: E731
     else:
-        x = rng.random((1500, 1500)).astype(np.float32)
-        call = lambda: [kn.median_filter(x, 5) for _ in range(3)]  # noqa: E731
+        x = rng.random((2000, 2000)).astype(np.float32)
+        call = lambda: [kn.median_filter(x, 7) for _ in range(4)]  # noqa: E731
     call()  # compile outside the measurement
     took, progressed = _progress_during(call)
     if took < 0.1:
