@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds the Python package (python/, PyO3 + maturin) with the dev profile into the root's
-# target/ and runs its pytest suite (scipy bit-for-bit, kornia, fuse, errors, threads, Dask on
-# a LocalCluster). Exits non-zero on any failure.
+# target/ and runs its pytest suite (scipy bit-for-bit and its 1.17 goldens, POT, kornia,
+# fuse, errors, threads, Dask on a LocalCluster). Exits non-zero on any failure.
 #
 # CI time: the extension is built with CARGO_TARGET_DIR=<repo>/target, the same [profile.dev]
 # as the root workspace and python/Cargo.lock pinned to the root's versions, so after

@@ -25,8 +25,7 @@ from ._fuse import Lazy
 def _input(name, input):
     if isinstance(input, Lazy):
         raise ValueError(f"kiln.fuse: {name} is not a fusable graph operator")
-    x, _ = _ndcommon.truth(input, name)
-    return x
+    return _ndcommon.truth(input, name)
 
 
 def _check(name, distances, indices, return_distances, return_indices):
@@ -52,18 +51,18 @@ def _sampling(name, sampling, ndim):
     return s
 
 
-def _finish(name, d, i, distances, indices, return_distances, return_indices):
-    """scipy's result: the computed arrays not written into a given output, a tuple when
-    two, one array when one, None when none."""
+def _finish(name, d, i, distances, indices, return_distances, return_indices, back):
+    """scipy's result: the computed arrays not written into a given output (in the input's
+    library), a tuple when two, one array when one, None when none."""
     result = []
     if return_distances:
         if distances is None:
-            result.append(d)
+            result.append(_dlpack.from_numpy(d, back))
         else:
             _ndcommon.store(d, _writable(distances), name="distances")
     if return_indices:
         if indices is None:
-            result.append(i)
+            result.append(_dlpack.from_numpy(i, back))
         else:
             _ndcommon.store(i, _writable(indices), name="indices")
     if len(result) == 2:
@@ -85,10 +84,11 @@ def distance_transform_edt(input, sampling=None, return_distances=True,
     scipy 1.17 (exact squared distances, one rounding in the square root)."""
     name = "distance_transform_edt"
     _check(name, distances, indices, return_distances, return_indices)
-    x = _input(name, input)
+    x, back = _input(name, input)
     s = _sampling(name, sampling, x.ndim)
     d, i = _kiln.edt(x, s, bool(return_indices))
-    return _finish(name, d, i, distances, indices, return_distances, return_indices)
+    return _finish(name, d, i, distances, indices, return_distances, return_indices,
+                   back)
 
 
 def distance_transform_cdt(input, metric="chessboard", return_distances=True,
@@ -99,7 +99,7 @@ def distance_transform_cdt(input, metric="chessboard", return_distances=True,
     the int32 indices of the nearest zero element. Bit-identical to scipy 1.17."""
     name = "distance_transform_cdt"
     _check(name, distances, indices, return_distances, return_indices)
-    x = _input(name, input)
+    x, back = _input(name, input)
     st = None
     if isinstance(metric, str):
         m = metric.lower()
@@ -110,7 +110,8 @@ def distance_transform_cdt(input, metric="chessboard", return_distances=True,
             raise TypeError(f"{name}: complex metric is not supported")
         st = st != 0 if st.dtype != np.bool_ else st
     d, i = _kiln.cdt(x, m, st, bool(return_indices))
-    return _finish(name, d, i, distances, indices, return_distances, return_indices)
+    return _finish(name, d, i, distances, indices, return_distances, return_indices,
+                   back)
 
 
 def distance_transform_bf(input, metric="euclidean", sampling=None, return_distances=True,
@@ -121,9 +122,10 @@ def distance_transform_bf(input, metric="euclidean", sampling=None, return_dista
     ``return_indices`` the int32 indices. Bit-identical to scipy 1.17."""
     name = "distance_transform_bf"
     _check(name, distances, indices, return_distances, return_indices)
-    x = _input(name, input)
+    x, back = _input(name, input)
     if not isinstance(metric, str):
         raise TypeError(f"{name}: metric must be a string, got {metric!r}")
     s = _sampling(name, sampling, x.ndim)
     d, i = _kiln.bf(x, metric.lower(), s, bool(return_indices))
-    return _finish(name, d, i, distances, indices, return_distances, return_indices)
+    return _finish(name, d, i, distances, indices, return_distances, return_indices,
+                   back)

@@ -19,7 +19,7 @@ import numbers
 
 import numpy as np
 
-from . import _chain, _kiln, _ndcommon
+from . import _chain, _dlpack, _kiln, _ndcommon
 from ._fuse import Lazy
 
 # The most iterations a binary operator unrolls into one graph (kiln_ops' limit).
@@ -28,7 +28,7 @@ _MAX_GRAPH_ITERATIONS = 64
 
 def _bool_output(name, output):
     """The binary operators' ``output=`` as a chain ``out`` (bool) or ``None``."""
-    if output is None or isinstance(output, np.ndarray) or _ndcommon._dlpack.is_dlpack(output):
+    if output is None or isinstance(output, np.ndarray) or _dlpack.is_dlpack(output):
         return output
     _ndcommon.check_output_dtype(output, np.bool_, f"{name} returns bool")
     return None
@@ -99,7 +99,7 @@ def _binary(name, input, structure, iterations, mask, output, border_value, orig
             return _ndcommon.apply(s, x, output, axes)
         out = _bool_output(name, output)
         r = _ndcommon.run((s,), axes, x, out)
-        return r if out is not None else _ndcommon._dlpack.from_numpy(r, back)
+        return r if out is not None else _dlpack.from_numpy(r, back)
     if isinstance(x, Lazy):
         raise ValueError(
             f"kiln.fuse: {name} with a mask or iterations outside 1..=64 is a fixpoint program, "
@@ -206,7 +206,7 @@ def binary_hit_or_miss(input, structure1=None, structure2=None, output=None, ori
         return _ndcommon.apply(s, x, output, axes)
     out = _bool_output(name, output)
     r = _ndcommon.run((s,), axes, x, out)
-    return r if out is not None else _ndcommon._dlpack.from_numpy(r, back)
+    return r if out is not None else _dlpack.from_numpy(r, back)
 
 
 def binary_propagation(input, structure=None, mask=None, output=None, border_value=0,

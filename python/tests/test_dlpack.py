@@ -95,3 +95,21 @@ def test_torch_tensors_round_trip():
     out = torch.zeros_like(x)
     assert ndi.median_filter(x, size=3, output=out) is out
     assert np.array_equal(out.numpy().view(np.uint32), want.view(np.uint32))
+
+
+def test_morphology_distance_and_programs_through_dlpack():
+    rng = np.random.default_rng(9)
+    b = rng.random((20, 22)) < 0.7
+    for f, kw in [("binary_dilation", dict(iterations=2)), ("binary_closing", dict(mask=b)),
+                  ("binary_fill_holes", {}), ("binary_propagation", dict(mask=b))]:
+        y = getattr(ndi, f)(Tensor(b), **kw)
+        assert isinstance(y, Tensor), (f, type(y))
+        assert np.array_equal(y.a, getattr(sndi, f)(b, **kw)), f
+    d, i = ndi.distance_transform_edt(Tensor(b), return_indices=True)
+    assert isinstance(d, Tensor) and isinstance(i, Tensor)
+    wd, wi = sndi.distance_transform_edt(b, return_indices=True)
+    assert np.array_equal(bits(d.a), bits(wd)) and np.array_equal(i.a, wi)
+    x = rng.random((20, 22))
+    y = ndi.white_tophat(Tensor(x), size=3)
+    assert isinstance(y, Tensor)
+    assert np.array_equal(bits(y.a), bits(sndi.white_tophat(x, size=3)))
