@@ -14,7 +14,8 @@ Exactness: kiln's solver sums in a fixed order with kiln's exp/log and no FMA, s
 are reproducible bit for bit across runs, threads and batch sizes; against POT they differ
 by rounding only (POT sums with BLAS and numpy's pairwise order): float64 within a relative
 1e-12, float32 within 1e-5 (SEMANTICS.md, "sinkhorn"), with the same iteration counts.
-Limits: dense float32/float64 costs; a, b and M of one dtype (``TypeError`` otherwise);
+Limits: dense float32/float64 costs; arrays a, b and M of one dtype (``TypeError``
+otherwise; lists take M's dtype);
 POT's ``log=True`` dictionary holds kiln's potentials ``f = reg·log u``, ``g = reg·log v``
 (not POT's ``u``, ``v``), ``niter`` and ``cost``; ``verbose``/``warn`` are accepted and
 ignored; the GIL is released while the solver runs.
@@ -38,8 +39,9 @@ def _problem(a, b, M):
     if M.ndim not in (2, 3):
         raise ValueError(f"sinkhorn: M must be (n, m) or (B, n, m), got shape {M.shape}")
     n, m = M.shape[-2:]
-    a = np.asarray(a if a is not None else [])
-    b = np.asarray(b if b is not None else [])
+    # lists (not arrays) take M's dtype, as POT's list_to_array; arrays must match it
+    a = np.asarray(a if a is not None else [], dtype=None if isinstance(a, np.ndarray) else M.dtype)
+    b = np.asarray(b if b is not None else [], dtype=None if isinstance(b, np.ndarray) else M.dtype)
     if a.size == 0:
         a = np.full((n,), 1.0 / n, dtype=M.dtype)
     if b.size == 0:

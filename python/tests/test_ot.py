@@ -108,6 +108,8 @@ def test_uniform_marginals_and_cost_matrix():
     assert np.array_equal(C, want)
     assert np.array_equal(kot.build_cost_matrix((2, 3), power=1.0), np.sqrt(want))
     plan = kot.sinkhorn([], [], C, 1.0)
+    listed = kot.sinkhorn([1 / 6] * 6, [1 / 6] * 6, C.astype(np.float32), 1.0)
+    assert listed.dtype == np.float32
     np.testing.assert_allclose(plan.sum(1), np.full(6, 1 / 6), rtol=1e-9)
 
 
