@@ -25,8 +25,12 @@ DLPack producers are taken without a copy and the result is returned in the inpu
 
 from __future__ import annotations
 
-from . import _chain, _ndcommon
+import numpy as np
+
+from . import _chain, _ndcommon, _rank
+from ._fuse import Lazy as _Lazy
 from ._distance import distance_transform_bf, distance_transform_cdt, distance_transform_edt
+from ._rank import percentile_filter, rank_filter
 from ._morphology import (
     binary_closing,
     binary_dilation,
@@ -68,6 +72,9 @@ __all__ = [
     "distance_transform_edt",
     "distance_transform_cdt",
     "distance_transform_bf",
+    # Rank filters of any window size.
+    "rank_filter",
+    "percentile_filter",
 ]
 
 
@@ -87,6 +94,14 @@ def median_filter(input, size=None, footprint=None, output=None, mode="reflect",
     footprint entries, borders by ``mode``/``cval``. Bit-identical to scipy without NaN and
     mixed signed zeros."""
     s = _window("median_filter", size, footprint, None, mode, cval, origin)
+    if not isinstance(input, _Lazy):
+        ndim = getattr(input, "ndim", None)
+        ndim = np.ndim(input) if ndim is None else ndim
+        ndim = ndim if axes is None else len(_chain.ints(axes, "axes"))
+        if _rank.window_count(size, footprint, ndim) > _rank.NETWORK_LIMIT:
+            # beyond the fused network: kiln's sliding-histogram program, same selection
+            return _rank.select("median_filter", "median", 0, input, size, footprint, output,
+                                mode, cval, origin, axes)
     return _apply(s, input, output, axes, sort_axes=True)
 
 

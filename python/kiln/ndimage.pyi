@@ -94,3 +94,11 @@ def distance_transform_bf(input: ArrayLike, metric: str = "euclidean",
                           return_distances: bool = True, return_indices: bool = False,
                           distances: Optional[np.ndarray] = None,
                           indices: Optional[np.ndarray] = None) -> Any: ...
+def rank_filter(input: ArrayLike, rank: int, size: _Size = None,
+                footprint: Optional[ArrayLike] = None, output: _Output = None,
+                mode: str = "reflect", cval: float = 0.0, origin: _Origin = 0, *,
+                axes: _Axes = None) -> Any: ...
+def percentile_filter(input: ArrayLike, percentile: float, size: _Size = None,
+                      footprint: Optional[ArrayLike] = None, output: _Output = None,
+                      mode: str = "reflect", cval: float = 0.0, origin: _Origin = 0, *,
+                      axes: _Axes = None) -> Any: ...

@@ -13,6 +13,7 @@
 mod distance;
 mod morph;
 mod ot;
+mod rank;
 
 use kiln::embed::{Element, Error, Mode, Op, OpKind, Pipeline, Window};
 use kiln::ir::DType;
@@ -134,7 +135,8 @@ fn op_from_spec(spec: Spec) -> PyResult<Op> {
 }
 
 /// The numpy dtypes a chain runs on.
-const SUPPORTED: &str = "float32, float64, uint8, bool, int8, uint16, int16, int32, uint32";
+pub(crate) const SUPPORTED: &str =
+    "float32, float64, uint8, bool, int8, uint16, int16, int32, uint32";
 
 /// A chain of kiln operators compiled into fused kernels (per dtype and shape; kernels per
 /// rank), run on numpy arrays.
@@ -299,5 +301,6 @@ fn _kiln(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(distance::bf, m)?)?;
     m.add_function(wrap_pyfunction!(ot::sinkhorn_batch, m)?)?;
     m.add_function(wrap_pyfunction!(ot::grid_cost, m)?)?;
+    m.add_function(wrap_pyfunction!(rank::rank_select, m)?)?;
     Ok(())
 }

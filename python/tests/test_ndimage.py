@@ -176,3 +176,47 @@ def test_median_1d_against_numpy(mode):
                 want = _median_1d_reference(x, fp, mode, 2.5, origin)
                 got = kn.median_filter(x, footprint=fp, mode=mode, cval=2.5, origin=origin)
                 assert_bits(got, want)
+
+
+RANK_DTYPES = [np.float32, np.float64, np.uint8, np.int8, np.uint16, np.int16, np.int32, np.uint32]
+
+
+@pytest.mark.parametrize("dtype", RANK_DTYPES)
+@pytest.mark.parametrize("mode", ["reflect", "constant", "nearest", "mirror", "wrap"])
+def test_rank_and_percentile_filters(dtype, mode):
+    x = make((13, 14), dtype, seed=60)
+    fp = np.array([[1, 0, 1], [1, 1, 0], [0, 1, 1]], bool)
+    for kw in [dict(size=3), dict(size=(2, 5), origin=(0, 1)), dict(footprint=fp)]:
+        kw = dict(kw, mode=mode, cval=3)
+        for rank in [0, 2, -1]:
+            assert_bits(kn.rank_filter(x, rank, **kw), sp.rank_filter(x, rank, **kw))
+        for pct in [0, 37.5, 50, 100, -20]:
+            assert_bits(kn.percentile_filter(x, pct, **kw), sp.percentile_filter(x, pct, **kw))
+
+
+def test_rank_filters_large_windows_axes_layouts_outputs():
+    x = make((40, 45), np.float32, seed=61)
+    for kw in [dict(size=23), dict(size=(21, 25), mode="nearest", origin=(3, -2))]:
+        assert_bits(kn.rank_filter(x, 100, **kw), sp.rank_filter(x, 100, **kw))
+        assert_bits(kn.percentile_filter(x, 80, **kw), sp.percentile_filter(x, 80, **kw))
+        assert_bits(kn.median_filter(x, **kw), sp.median_filter(x, **kw))  # > 441 values
+    v = make((5, 12, 13), np.uint16, seed=62)
+    kw = dict(size=(3, 4), axes=(1, 2), mode="wrap")
+    assert_bits(kn.rank_filter(v, 5, **kw), sp.rank_filter(v, 5, **kw))
+    for y in [x.T, x[::-2, 1::3], np.asfortranarray(x)]:
+        assert_bits(kn.percentile_filter(y, 25, size=4), sp.percentile_filter(y, 25, size=4))
+    out = np.empty_like(x)
+    assert kn.rank_filter(x, 3, size=3, output=out) is out
+    assert_bits(out, sp.rank_filter(x, 3, size=3))
+    with pytest.raises(ValueError, match="rank"):
+        kn.rank_filter(x, 9, size=3)
+    with pytest.raises(TypeError):
+        kn.rank_filter(x, 1.5, size=3)
+    with pytest.raises(TypeError, match="int64"):
+        kn.rank_filter(x.astype(np.int64), 1, size=3)
+    with pytest.raises(ValueError, match="increasing"):
+        kn.rank_filter(v, 1, size=3, axes=(2, 1))
+    with pytest.raises(ValueError, match="fuse"):
+        import kiln
+
+        kiln.fuse(lambda a: kn.rank_filter(a, 1, size=3))
