@@ -16,6 +16,7 @@
 //!
 //! Limits: no signed bundles; executable memory is Linux only.
 
+pub mod cpu_entries;
 pub mod entry;
 pub mod error;
 pub mod exec_mem;
