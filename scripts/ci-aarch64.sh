@@ -9,7 +9,9 @@
 # long all-k sweeps), fused-vs-eager, line and raw-NaN tests, the kernel cache (entries
 # loaded into fresh executable memory, instruction cache flushed), the guard-page tests (JIT
 # code against inaccessible pages) and `kiln fuzz --cases 300 --seed 1` (the JIT on aarch64,
-# every case against eager, bit for bit).
+# every case against eager, bit for bit); then a bundle built by the x86_64 `kiln aot build
+# --target aarch64-unknown-linux-gnu` is verified and run by the aarch64 binary: `kiln demo`
+# from it must compile no kernel, load every one from the bundle and match eager bit for bit.
 #
 # Limits: qemu-user emulates the instruction set, not a particular core's timing, cache or
 # memory model (a real aarch64 machine may still show weak-memory or icache bugs that qemu
@@ -80,6 +82,7 @@ suites=(
     "kiln-codegen cpu_network --skip median_compile_time_and_speed"
     "kiln-codegen cpu_minmax_tree"
     "kiln-codegen cpu_guard"
+    "kiln-codegen cpu_targets --skip every_op_and_dtype_compiles_for_every_target"
     "kiln-runtime aot_cache --skip concurrent_processes_warm_one_directory"
     "kiln-runtime line_ops"
     "kiln-runtime raw_nan"
@@ -159,4 +162,28 @@ if [ "$rc" != 0 ]; then
     echo "ci-aarch64: FAILED (kiln fuzz exit $rc)" >&2
     exit 1
 fi
-stamp "ci-aarch64: ${#suites[@]} test binaries (${passed_total} tests) and 300 fuzz cases passed under qemu-aarch64"
+# 4. An x86_64-built bundle's aarch64 entries, loaded and run by the aarch64 binary.
+l=$(left)
+[ "$l" -gt 10 ] || { echo "ci-aarch64: FAILED: time budget used up before the bundle" >&2; exit 1; }
+stamp "kiln aot build --target aarch64-unknown-linux-gnu on the host, run under qemu-aarch64"
+cargo build -q -p kiln --bin kiln
+bundle=$(mktemp -d)
+trap 'rm -rf "$bundle"' EXIT
+KILN_CACHE=off target/debug/kiln aot build --manifest examples/aot/kernels.toml \
+    --target aarch64-unknown-linux-gnu --target x86_64-unknown-linux-gnu --out "$bundle/b"
+timeout "$l" "${qemu[@]}" "$kiln_bin" aot ls "$bundle/b" | grep -c 'aarch64-unknown-linux-gnu' |
+    { read -r n; [ "$n" -ge 3 ] || { echo "ci-aarch64: FAILED: $n aarch64 entries" >&2; exit 1; }; }
+timeout "$(left)" "${qemu[@]}" "$kiln_bin" aot verify "$bundle/b" ||
+    { echo "ci-aarch64: FAILED: kiln aot verify (aarch64) of the x86-built bundle" >&2; exit 1; }
+demo=$(KILN_CACHE_DIR="$bundle/b" timeout "$(left)" "${qemu[@]}" "$kiln_bin" demo --size 40) || {
+    echo "$demo" >&2
+    echo "ci-aarch64: FAILED: kiln demo from the bundle" >&2
+    exit 1
+}
+echo "$demo" | grep -E 'kernels compiled|bit-exact'
+if ! grep -q ': 0 kernels compiled, 3 loaded from the cache' <<<"$demo" ||
+    ! grep -q 'bit-exact: yes' <<<"$demo" || grep -q 'bit-exact: NO' <<<"$demo"; then
+    echo "ci-aarch64: FAILED: the demo compiled kernels or differed from eager" >&2
+    exit 1
+fi
+stamp "ci-aarch64: ${#suites[@]} test binaries (${passed_total} tests), 300 fuzz cases and the x86-built bundle's aarch64 entries (0 compiles, bit-exact) passed under qemu-aarch64"

@@ -70,4 +70,8 @@ pub enum CodegenError {
     /// Code loaded from elsewhere (a cache entry) lacks a function the kernel needs.
     #[error("loaded code: {0}")]
     Loaded(String),
+    /// A CPU target that cannot be compiled for (unknown triple, architecture or feature
+    /// level; see `cpu::CpuTarget::parse`).
+    #[error("CPU target: {0}")]
+    Target(String),
 }

@@ -3,26 +3,28 @@
 //! kernel variant, plus `kiln-bundle.txt` listing them), with a progress line per step on
 //! stderr.
 //!
-//! Targets: the host triple (CPU code through the engine's own compile path into the bundle
-//! as its cache directory, so the entries are exactly what a run-time engine looks up: its
-//! key, its tiered final code), and `sm_80` / `sm_90` (PTX text entries; rendering needs no
-//! GPU). Exactness: nothing here generates code of its own; the CPU entries are written and
-//! verified by the engine's cache, the PTX ones are the renderer's text. Limits: other
-//! triples (aarch64) and CPU feature levels (`+avx2`) are refused with a clear error: the
-//! Cranelift backend compiles only for the host and with all of its features.
+//! Targets: CPU targets on any host (`x86_64-unknown-linux-gnu` and
+//! `aarch64-unknown-linux-gnu`, each its architecture's baseline level; the feature levels
+//! `x86_64+avx`, `x86_64+avx2`, `x86_64+avx512f`; `native`, this machine with every feature
+//! Cranelift uses), compiled with Cranelift for that ISA (`aot::cpu_entries`), each entry
+//! recording its triple and the CPU features its code needs, keyed as an engine on such a
+//! CPU looks it up; and `sm_80` / `sm_90` (PTX text entries; rendering needs no GPU).
+//! Exactness: nothing here generates code of its own; the CPU entries are the code the
+//! engine's compile emits for that ISA, the PTX ones are the renderer's text. Limits: Linux
+//! triples only; the feature levels are a fixed list (`kiln_codegen::cpu::LEVELS`).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::Args;
+use kiln::codegen::cpu::CpuTarget;
 use kiln::codegen::ptx::PtxTarget;
 use kiln::codegen::CompileOptions;
 use kiln::ir::passes::StageStorage;
 use kiln::ir::TensorType;
-use kiln::runtime::aot::host::host_triple;
-use kiln::runtime::aot::kernels::kernel_key;
+use kiln::runtime::aot::cpu_entries::cpu_entry;
 use kiln::runtime::aot::ptx_entries::ptx_entry;
-use kiln::runtime::aot::{CacheDir, CacheKey, HostSpec, PutOutcome};
+use kiln::runtime::aot::{CacheDir, CacheKey, PutOutcome};
 use kiln::runtime::executor::lower_graph;
 use kiln::Engine;
 
@@ -38,8 +40,9 @@ pub struct BuildArgs {
     /// The manifest (format: docs/AOT.md; example: examples/aot/kernels.toml).
     #[arg(long)]
     manifest: PathBuf,
-    /// A target: the host triple (e.g. x86_64-unknown-linux-gnu), sm_80 or sm_90. Repeat
-    /// for several.
+    /// A target: x86_64-unknown-linux-gnu, aarch64-unknown-linux-gnu, a feature level
+    /// (x86_64+avx, x86_64+avx2, x86_64+avx512f), native, sm_80 or sm_90. Repeat for
+    /// several.
     #[arg(long = "target", required = true)]
     targets: Vec<String>,
     /// The bundle directory (created if needed; entries already there are kept).
@@ -56,37 +59,42 @@ pub struct BuildArgs {
 }
 
 /// A target the build can produce code for.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 enum Target {
-    /// CPU code for this machine.
-    Host,
+    /// CPU code for a triple and feature level; the name as given on the command line.
+    Cpu(String, CpuTarget),
     /// PTX text.
     Ptx(PtxTarget),
 }
 
+/// The `--target` names, for error messages.
+const TARGET_NAMES: &str = "x86_64-unknown-linux-gnu, aarch64-unknown-linux-gnu, x86_64+avx, \
+     x86_64+avx2, x86_64+avx512f, native, sm_80, sm_90";
+
 fn parse_target(t: &str) -> Result<Target, CliError> {
-    let host = host_triple();
-    let arch = host.split('-').next().unwrap_or(host);
     match t {
         "sm_80" => return Ok(Target::Ptx(PtxTarget::sm80())),
         "sm_90" => return Ok(Target::Ptx(PtxTarget::sm90())),
+        "native" => return Ok(Target::Cpu(t.to_string(), CpuTarget::native())),
         _ => {}
     }
-    if t == host {
-        return Ok(Target::Host);
+    if t.starts_with("sm_") {
+        return Err(CliError::Usage(format!(
+            "--target {t}: no such PTX target (supported: {TARGET_NAMES})"
+        )));
     }
-    if let Some((base, feats)) = t.split_once('+') {
-        if base == host || base == arch {
-            return Err(CliError::Usage(format!(
-                "--target {t}: CPU feature levels (+{feats}) are not supported yet: kiln \
-                 compiles with every feature of the host, so build with --target {host} on \
-                 the oldest machine the bundle is for"
-            )));
-        }
+    CpuTarget::parse(t)
+        .map(|c| Target::Cpu(t.to_string(), c))
+        .map_err(|e| CliError::Usage(format!("--target {t}: {e} (supported: {TARGET_NAMES})")))
+}
+
+/// Whether `a` and `b` build the same entries.
+fn same_target(a: &Target, b: &Target) -> bool {
+    match (a, b) {
+        (Target::Cpu(_, x), Target::Cpu(_, y)) => x == y,
+        (Target::Ptx(x), Target::Ptx(y)) => x == y,
+        _ => false,
     }
-    Err(CliError::Usage(format!(
-        "--target {t}: cannot build for it on this {host} host (supported: {host}, sm_80, sm_90)"
-    )))
 }
 
 /// Runs `kiln aot build`.
@@ -98,16 +106,20 @@ pub fn run(a: BuildArgs) -> Result<ExitCode, CliError> {
     let mut targets = Vec::new();
     for t in &a.targets {
         let t = parse_target(t)?;
-        if !targets.contains(&t) {
+        if !targets.iter().any(|u| same_target(u, &t)) {
             targets.push(t);
         }
     }
     let emit = aot_emit::EmitKinds::parse(&a.emit)?;
     let secret = a.sign.as_deref().map(aot_sign::read_secret).transpose()?;
-    if emit.any() && !targets.contains(&Target::Host) {
+    let native = CpuTarget::native();
+    let has_host = targets
+        .iter()
+        .any(|t| matches!(t, Target::Cpu(_, c) if c.triple() == native.triple()));
+    if emit.any() && !has_host {
         return Err(CliError::Usage(format!(
             "--emit obj,h writes host code: add --target {}",
-            host_triple()
+            native.triple()
         )));
     }
     // Every graph first: a bad operator or parameter fails before anything is written.
@@ -147,35 +159,51 @@ pub fn run(a: BuildArgs) -> Result<ExitCode, CliError> {
             .collect();
         aot_emit::emit(&a.out, emit, &sets, Engine::new().options())?;
     }
-    let engine = targets
-        .contains(&Target::Host)
-        .then(|| Engine::new().with_cache_dir(&a.out));
-    let host = HostSpec::detect();
+    // The options and tiering of a default engine: what an engine on the target looks up.
+    let (options, tiering) = {
+        let engine = Engine::new();
+        (engine.options().clone(), engine.tuning().tiering)
+    };
+    let mut missing = 0;
     let total = jobs.len() * targets.len();
     let mut listed: Vec<(CacheKey, String, String)> = Vec::new();
     let mut step = 0;
     for (label, graph) in &jobs {
         for t in &targets {
             step += 1;
-            match (t, &engine) {
-                (Target::Host, Some(engine)) => {
-                    let before = engine.stats();
-                    engine.compile(graph)?;
-                    let after = engine.stats();
+            match t {
+                Target::Cpu(name, cpu) => {
                     let kernels = lower_graph(graph, StageStorage::ScratchRows)?.kernels;
-                    eprintln!(
-                        "kiln aot: [{step}/{total}] {label} -> {}: {} kernel(s), {} compiled, {} already in the bundle",
-                        host.triple,
-                        kernels.len(),
-                        after.kernels_compiled - before.kernels_compiled,
-                        after.disk_hits - before.disk_hits,
-                    );
+                    let (mut written, mut present) = (0, 0);
                     for k in &kernels {
-                        let key = kernel_key(k, engine.options(), engine.tuning().tiering, &host);
-                        listed.push((key, host.triple.clone(), label.clone()));
+                        match cpu_entry(k, &options, tiering, cpu) {
+                            Ok(Some(entry)) => {
+                                let out = dir
+                                    .put(&entry)
+                                    .map_err(|e| CliError::Usage(format!("--out: {e}")))?;
+                                written += usize::from(out == PutOutcome::Written);
+                                present += usize::from(out == PutOutcome::AlreadyPresent);
+                                listed.push((entry.key, name.clone(), label.clone()));
+                            }
+                            Ok(None) => {}
+                            Err(e) => {
+                                missing += 1;
+                                eprintln!("kiln aot: {label} on {name}: not stored: {e}");
+                            }
+                        }
                     }
+                    eprintln!(
+                        "kiln aot: [{step}/{total}] {label} -> {name} ({}, features: {}): {} kernel(s), {written} written, {present} already in the bundle",
+                        cpu.triple(),
+                        if cpu.features().is_empty() {
+                            "baseline".to_string()
+                        } else {
+                            cpu.features().join(",")
+                        },
+                        kernels.len(),
+                    );
                 }
-                (Target::Ptx(p), _) => {
+                Target::Ptx(p) => {
                     let kernels = lower_graph(graph, StageStorage::DevicePasses)?.kernels;
                     let mut written = 0;
                     for k in &kernels {
@@ -194,28 +222,24 @@ pub fn run(a: BuildArgs) -> Result<ExitCode, CliError> {
                         kernels.len()
                     );
                 }
-                (Target::Host, None) => unreachable!("an engine exists when the host is a target"),
             }
         }
     }
-    // Dropping the engine waits for the background compiles to write their final code.
-    drop(engine);
-    let mut missing = 0;
     let mut body = format!(
         "# kiln aot bundle: one line per entry: key, target, operator instance\n# built by kiln {}\n",
         kiln::runtime::aot::key::build_id()
     );
     listed.sort();
     listed.dedup();
+    let mut stored = 0;
     for (key, target, label) in &listed {
         if !dir.entry_path(key).is_file() {
             missing += 1;
-            eprintln!(
-                "kiln aot: no entry for {label} on {target} (not cacheable, see the warning above)"
-            );
+            eprintln!("kiln aot: no entry for {label} on {target}");
             continue;
         }
         body.push_str(&format!("{key}  {target}  {label}\n"));
+        stored += 1;
     }
     kiln::runtime::atomic_file::write_atomic(a.out.join(BUNDLE_MANIFEST), body.as_bytes())
         .map_err(|e| CliError::Usage(format!("--out: writing {BUNDLE_MANIFEST}: {e}")))?;
@@ -223,8 +247,7 @@ pub fn run(a: BuildArgs) -> Result<ExitCode, CliError> {
         aot_sign::sign_bundle(&a.out, secret)?;
     }
     println!(
-        "kiln aot: {} entries in {} ({} targets, {} operator instances)",
-        listed.len() - missing,
+        "kiln aot: {stored} entries in {} ({} targets, {} operator instances)",
         a.out.display(),
         targets.len(),
         jobs.len()
@@ -242,20 +265,37 @@ mod tests {
 
     #[test]
     fn targets_parse_or_are_refused_clearly() {
-        assert_eq!(parse_target(host_triple()).unwrap(), Target::Host);
+        let cpu = |t: &str| match parse_target(t).unwrap() {
+            Target::Cpu(name, c) => {
+                assert_eq!(name, t);
+                c
+            }
+            other => panic!("{t}: {other:?}"),
+        };
+        assert_eq!(cpu("x86_64-unknown-linux-gnu"), cpu("x86_64"));
+        let a64 = cpu("aarch64-unknown-linux-gnu");
+        assert_eq!(a64.triple(), "aarch64-unknown-linux-gnu");
+        assert!(cpu("x86_64+avx2").features().iter().any(|f| f == "avx2"));
+        assert!(cpu("native").is_native());
         assert_eq!(
             parse_target("sm_90").unwrap(),
             Target::Ptx(PtxTarget::sm90())
         );
-        let e = parse_target(&format!("{}+avx2", host_triple())).unwrap_err();
-        assert!(e.to_string().contains("feature levels"), "{e}");
-        let other = if host_triple().starts_with("x86_64") {
-            "aarch64-unknown-linux-gnu"
-        } else {
-            "x86_64-unknown-linux-gnu"
-        };
-        let e = parse_target(other).unwrap_err();
-        assert!(e.to_string().contains("cannot build for it"), "{e}");
-        assert!(parse_target("sm_75").is_err());
+        for bad in [
+            "sm_75",
+            "riscv64gc-unknown-linux-gnu",
+            "x86_64+sse9",
+            "aarch64+avx2",
+        ] {
+            let e = parse_target(bad).unwrap_err().to_string();
+            assert!(
+                e.contains(&format!("--target {bad}")) && e.contains("supported"),
+                "{e}"
+            );
+        }
+        assert!(same_target(
+            &parse_target("x86_64").unwrap(),
+            &parse_target("x86_64-unknown-linux-gnu").unwrap()
+        ));
     }
 }

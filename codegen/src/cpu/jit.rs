@@ -19,13 +19,13 @@ use std::sync::Mutex;
 use cranelift_codegen::ir::{
     types, AbiParam, ExternalName, InstBuilder, Type, UserFuncName, Value,
 };
-use cranelift_codegen::settings::{self, Configurable};
 use cranelift_codegen::Context;
 use cranelift_codegen::FinalizedRelocTarget;
 use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext};
 use cranelift_jit::{JITBuilder, JITModule};
 use cranelift_module::{default_libcall_names, FuncId, Linkage, Module};
 
+use super::target::CpuTarget;
 use crate::CodegenError;
 
 fn cl_err(what: &str, e: impl std::fmt::Debug) -> CodegenError {
@@ -70,11 +70,12 @@ pub(crate) struct ColdCode {
 /// Compiles `name` (parameters `params`, no result) with the cold ISA (see [`ColdCode`])
 /// into bytes, without a module: `build` fills it starting in the entry block.
 pub(crate) fn compile_cold(
+    target: &CpuTarget,
     name: &str,
     params: &[Type],
     build: impl FnOnce(&mut FunctionBuilder, &[Value]) -> Result<(), CodegenError>,
 ) -> Result<ColdCode, CodegenError> {
-    let isa = isa(false)?;
+    let isa = target.isa(false)?;
     let mut ctx = Context::new();
     ctx.func.signature = cranelift_codegen::ir::Signature::new(isa.default_call_conv());
     ctx.func
@@ -108,40 +109,6 @@ pub(crate) fn compile_cold(
     })
 }
 
-/// The ISA of the host, optimising for speed or (cold code) for compile time.
-pub(crate) fn isa(
-    speed: bool,
-) -> Result<std::sync::Arc<dyn cranelift_codegen::isa::TargetIsa>, CodegenError> {
-    let mut fb = settings::builder();
-    fb.set("opt_level", if speed { "speed" } else { "none" })
-        .map_err(|e| cl_err("opt_level", e))?;
-    if !speed {
-        fb.set("regalloc_algorithm", "single_pass")
-            .map_err(|e| cl_err("regalloc_algorithm", e))?;
-    }
-    fb.set(
-        "enable_verifier",
-        if cfg!(debug_assertions) {
-            "true"
-        } else {
-            "false"
-        },
-    )
-    .map_err(|e| cl_err("enable_verifier", e))?;
-    fb.set("is_pic", "false").map_err(|e| cl_err("is_pic", e))?;
-    let isa_builder =
-        cranelift_native::builder().map_err(|e| CodegenError::Cranelift(e.to_string()))?;
-    let isa = isa_builder
-        .finish(settings::Flags::new(fb))
-        .map_err(|e| cl_err("isa", e))?;
-    if isa.pointer_type() != types::I64 {
-        return Err(CodegenError::Cranelift(
-            "the CPU backend needs a 64-bit host".into(),
-        ));
-    }
-    Ok(isa)
-}
-
 /// A JIT module being filled with functions.
 pub(crate) struct Jit {
     module: JITModule,
@@ -151,18 +118,24 @@ pub(crate) struct Jit {
     names: HashMap<u32, String>,
     /// Copies of the functions defined so far.
     code: Vec<FunctionCode>,
+    /// Whether the code can run in this process (else it is compiled, copied and never
+    /// finalized: code for another CPU).
+    runs_here: bool,
 }
 
 /// A finalized JIT module with the copies of its functions' machine code.
 pub(crate) struct Finished {
     module: JITModule,
     code: Vec<FunctionCode>,
+    runs_here: bool,
 }
 
 impl Finished {
-    /// The address of finalized function `id` (see `JITModule::get_finalized_function`).
-    pub(crate) fn get_finalized_function(&self, id: FuncId) -> *const u8 {
-        self.module.get_finalized_function(id)
+    /// The address of finalized function `id` (see `JITModule::get_finalized_function`);
+    /// `None` for code of another CPU, which was never finalized.
+    pub(crate) fn get_finalized_function(&self, id: FuncId) -> Option<*const u8> {
+        self.runs_here
+            .then(|| self.module.get_finalized_function(id))
     }
 }
 
@@ -202,14 +175,9 @@ fn function_code(ctx: &Context, names: &HashMap<u32, String>, name: &str) -> Opt
 }
 
 impl Jit {
-    /// A module for the host ISA, optimising for speed. No fast-math-like flag exists in
-    /// Cranelift and none is set; the verifier runs in debug builds.
-    pub(crate) fn new() -> Result<Jit, CodegenError> {
-        Jit::with_speed(true)
-    }
-
-    fn with_speed(speed: bool) -> Result<Jit, CodegenError> {
-        let isa = isa(speed)?;
+    /// A module for `target`'s ISA, optimising for speed.
+    pub(crate) fn new(target: &CpuTarget) -> Result<Jit, CodegenError> {
+        let isa = target.isa(true)?;
         let module = JITModule::new(JITBuilder::with_isa(isa, default_libcall_names()));
         let ctx = module.make_context();
         Ok(Jit {
@@ -218,6 +186,7 @@ impl Jit {
             fctx: FunctionBuilderContext::new(),
             names: HashMap::new(),
             code: Vec::new(),
+            runs_here: target.runs_here(),
         })
     }
 
@@ -375,13 +344,19 @@ impl Jit {
 
     /// Finalizes every defined function and hands over the module with the copies of its
     /// functions' machine code.
+    ///
+    /// Code for a CPU other than this one is never finalized (nothing of it is linked or
+    /// made executable here): [`Finished::runs_here`] is false and only its copies count.
     pub(crate) fn finish(mut self) -> Result<Finished, CodegenError> {
-        self.module
-            .finalize_definitions()
-            .map_err(|e| cl_err("finalize", e))?;
+        if self.runs_here {
+            self.module
+                .finalize_definitions()
+                .map_err(|e| cl_err("finalize", e))?;
+        }
         Ok(Finished {
             module: self.module,
             code: self.code,
+            runs_here: self.runs_here,
         })
     }
 }

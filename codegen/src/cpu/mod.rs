@@ -10,6 +10,7 @@
 mod bytevec;
 mod clean;
 mod colbody;
+mod cross;
 mod dual;
 mod edge;
 mod facts;
@@ -29,14 +30,17 @@ mod rowwalk;
 mod schedule;
 mod shift;
 mod signclear;
+mod target;
 mod treeform;
 mod values;
 
 pub use clean::{clean_f32, clean_f64, clean_kernel, f32_purity, Purity};
+pub use cross::{compile_for, TargetCode};
 pub use guard::{attachable, compile_variant, Guard, GuardedVariant};
 pub use jit::{CodeReloc, FunctionCode};
 pub use schedule::row_schedules;
 pub use shift::STEP_CODE_BUDGET;
+pub use target::{CpuTarget, FEATURES, LEVELS};
 
 use std::fmt::Write as _;
 use std::sync::Arc;
@@ -264,7 +268,7 @@ impl CpuKernel {
 /// `available_parallelism()` threads, each into a JIT module of its own, biggest stages
 /// first, each to the least loaded thread.
 pub fn compile(kernel: &Kernel, options: &CompileOptions) -> Result<CpuKernel, CodegenError> {
-    build(kernel, options, None)
+    build(kernel, options, None, &CpuTarget::native())
 }
 
 /// [`compile`], or with `loaded` the same kernel over code loaded from elsewhere.
@@ -272,13 +276,14 @@ fn build(
     kernel: &Kernel,
     options: &CompileOptions,
     loaded: Option<LoadedCode>,
+    target: &CpuTarget,
 ) -> Result<CpuKernel, CodegenError> {
     let dual = (!options.no_dual_stages)
         .then(|| dual::share_duals(kernel))
         .flatten();
     match dual {
-        Some(code) => compile_with(kernel, &code, options, None, false, loaded),
-        None => compile_with(kernel, kernel, options, None, false, loaded),
+        Some(code) => compile_with(kernel, &code, options, None, false, loaded, target),
+        None => compile_with(kernel, kernel, options, None, false, loaded, target),
     }
 }
 
@@ -320,19 +325,20 @@ pub unsafe fn load(
     guard: Option<Guard>,
     code: LoadedCode,
 ) -> Result<Option<CpuKernel>, CodegenError> {
+    let native = CpuTarget::native();
     match guard {
-        None => build(kernel, options, Some(code)).map(Some),
+        None => build(kernel, options, Some(code), &CpuTarget::native()).map(Some),
         Some(Guard::CleanInputs) => {
             let Some((ck, picks)) = clean::specialise(kernel) else {
                 return Ok(None);
             };
-            compile_with(&ck, &ck, options, Some(&picks), false, Some(code)).map(Some)
+            compile_with(&ck, &ck, options, Some(&picks), false, Some(code), &native).map(Some)
         }
         Some(Guard::NonNegative) => {
             let Some((ck, picks)) = clean::nonneg_kernel(kernel) else {
                 return Ok(None);
             };
-            compile_with(&ck, &ck, options, Some(&picks), true, Some(code)).map(Some)
+            compile_with(&ck, &ck, options, Some(&picks), true, Some(code), &native).map(Some)
         }
     }
 }
@@ -347,7 +353,16 @@ pub fn compile_clean(
     let Some((ck, picks)) = clean::specialise(kernel) else {
         return Ok(None);
     };
-    compile_with(&ck, &ck, options, Some(&picks), false, None).map(Some)
+    compile_with(
+        &ck,
+        &ck,
+        options,
+        Some(&picks),
+        false,
+        None,
+        &CpuTarget::native(),
+    )
+    .map(Some)
 }
 
 /// Compiles the specialisation of `kernel` for clean inputs whose every float is finite with
@@ -362,7 +377,16 @@ pub fn compile_nonneg(
     let Some((ck, picks)) = clean::nonneg_kernel(kernel) else {
         return Ok(None);
     };
-    compile_with(&ck, &ck, options, Some(&picks), true, None).map(Some)
+    compile_with(
+        &ck,
+        &ck,
+        options,
+        Some(&picks),
+        true,
+        None,
+        &CpuTarget::native(),
+    )
+    .map(Some)
 }
 
 /// Compiles `code`, a kernel that computes what `kernel` computes (`kernel` itself, or
@@ -376,6 +400,7 @@ fn compile_with(
     plain_picks: Option<&[Vec<bool>]>,
     int_picks: bool,
     loaded: Option<LoadedCode>,
+    target: &CpuTarget,
 ) -> Result<CpuKernel, CodegenError> {
     let t0 = Instant::now();
     let fault = options.fault;
@@ -452,6 +477,7 @@ fn compile_with(
                 None => {
                     modules = compile_stages(
                         stages, &plans, &split, &same_as, &reps, fault, &mut notes, &mut fns,
+                        target,
                     )?;
                 }
             }
@@ -492,14 +518,17 @@ fn compile_with(
             let fp = match &loaded {
                 Some(l) => l.addr("line")?,
                 None => {
-                    let mut j = jit::Jit::new()?;
+                    let mut j = jit::Jit::new(target)?;
                     let f = j.define("line", &line::params(), |b, params| {
                         line::build(b, line, xd, yd, params, fault)
                     })?;
                     let module = j.finish()?;
                     let fp = module.get_finalized_function(f);
                     modules.push(module);
-                    fp
+                    match fp {
+                        Some(fp) => fp,
+                        None => cross::foreign::line as LineFn as *const u8,
+                    }
                 }
             };
             // SAFETY: the function was defined with the parameter list of `LineFn` (nine
@@ -556,6 +585,7 @@ fn compile_stages(
     fault: Option<crate::fault::Fault>,
     notes: &mut Vec<String>,
     fns: &mut [Option<(RowFn, RowsFn)>],
+    target: &CpuTarget,
 ) -> Result<Vec<jit::Finished>, CodegenError> {
     let compile_borders = || {
         let mut out = Vec::new();
@@ -563,6 +593,7 @@ fn compile_stages(
             if split[i] && same_as[i] == i {
                 let plan = &plans[i];
                 let code = jit::compile_cold(
+                    target,
                     &format!("stage{i}_border"),
                     &rowfn::border_params(),
                     |b, params| rowfn::build_border(b, stage, plan, params, fault),
@@ -573,7 +604,7 @@ fn compile_stages(
         Ok::<_, CodegenError>(out)
     };
     let compile_group = |group: &[usize]| {
-        let mut j = jit::Jit::new()?;
+        let mut j = jit::Jit::new(target)?;
         let border_sig = j.signature(&rowfn::border_params());
         let mut ids = Vec::new();
         let mut border_ids = Vec::new();
@@ -643,8 +674,14 @@ fn compile_stages(
         }
         let module = j.finish()?;
         for (i, id, rows_id) in ids {
-            let ptr = module.get_finalized_function(id);
-            let rptr = module.get_finalized_function(rows_id);
+            let (Some(ptr), Some(rptr)) = (
+                module.get_finalized_function(id),
+                module.get_finalized_function(rows_id),
+            ) else {
+                // Code for another CPU: never run here (see `foreign`).
+                fns[i] = Some((cross::foreign::row as RowFn, cross::foreign::rows as RowsFn));
+                continue;
+            };
             // SAFETY: `ptr` is the finalized code of a function defined with five
             // I64 parameters (`define_row_forwarder`), exactly `RowFn`'s (three
             // pointers and two i64, no result, the platform's C calling convention);

@@ -24,7 +24,8 @@ use cranelift_module::{
 };
 use cranelift_object::{ObjectBuilder, ObjectModule};
 
-use super::jit::{isa, FunctionCode};
+use super::jit::FunctionCode;
+use super::target::CpuTarget;
 use crate::CodegenError;
 
 /// Alignment of every function in an object (as in the runtime's code images).
@@ -60,8 +61,12 @@ fn err(msg: String) -> CodegenError {
 /// The bytes of a relocatable object file holding every function of `kernels` (see the
 /// module docs), named `name` inside the object.
 pub fn object_file(name: &str, kernels: &[ObjectKernel]) -> Result<Vec<u8>, CodegenError> {
-    let builder = ObjectBuilder::new(isa(true)?, name, default_libcall_names())
-        .map_err(|e| err(format!("object builder: {e}")))?;
+    let builder = ObjectBuilder::new(
+        CpuTarget::native().isa(true)?,
+        name,
+        default_libcall_names(),
+    )
+    .map_err(|e| err(format!("object builder: {e}")))?;
     let mut module = ObjectModule::new(builder);
     let sig = module.make_signature();
     // Every function is declared first (calls may go forward), then defined.

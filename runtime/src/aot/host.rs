@@ -1,11 +1,21 @@
-//! The host a cache entry must match: its target triple and the CPU features it has.
+//! The host a cache entry must match: its target triple and the CPU features it has; and
+//! the compile targets a host looks entries up for.
 //!
 //! Scope: run-time feature detection on x86_64 (`is_x86_feature_detected!`) and aarch64
-//! (`is_aarch64_feature_detected!`) over a fixed list of features that code generators use,
-//! reported as a sorted list of names; and the check that a host has every feature an entry
-//! needs. Exactness: detection only reads CPUID / the OS's hwcaps, so it is the same on every
-//! call. Limits: other architectures report no features; the lists name only features a
-//! kernel's code could plausibly use.
+//! (`is_aarch64_feature_detected!`) over a fixed list of features that code generators use
+//! (every feature of `kiln_codegen::cpu::FEATURES`, the ones Cranelift's ISA settings
+//! name, under the same names), reported as a sorted list of names; the check that a host
+//! has every feature an entry needs; [`HostSpec::for_target`], the triple and features a
+//! kernel was compiled for (what a key and an entry record); and [`lookup_specs`], the
+//! targets whose entries this host may run, best first: the native target (what its JIT
+//! compiles for), then each named feature level of its architecture that it has, highest
+//! first (the levels `kiln aot build --target` builds).
+//!
+//! Exactness: detection only reads CPUID / the OS's hwcaps, so it is the same on every
+//! call; an entry's features are its code's compile settings, and the store refuses an entry
+//! whose features this host lacks. Limits: other architectures report no features.
+
+use kiln_codegen::cpu::CpuTarget;
 
 /// A host (or a target being built for): triple and available CPU features, sorted.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -36,6 +46,14 @@ impl HostSpec {
         }
     }
 
+    /// The triple and features code compiled for `target` records (its key and entry).
+    pub fn for_target(target: &CpuTarget) -> Self {
+        HostSpec {
+            triple: target.triple().to_string(),
+            features: target.features().to_vec(),
+        }
+    }
+
     /// The features in `required` this host lacks (empty when it has them all).
     pub fn missing(&self, required: &[String]) -> Vec<String> {
         required
@@ -44,6 +62,23 @@ impl HostSpec {
             .cloned()
             .collect()
     }
+}
+
+/// The compile targets whose cache entries this host looks up, best first: the native
+/// target (what its JIT compiles for; its entries are written under it), then every named
+/// feature level of its architecture whose features it has, highest first. Duplicates
+/// (a level equal to the native target) are dropped.
+pub fn lookup_specs() -> Vec<HostSpec> {
+    let native = CpuTarget::native();
+    let host = HostSpec::detect();
+    let mut v = vec![HostSpec::for_target(&native)];
+    for level in CpuTarget::levels(native.arch()) {
+        let spec = HostSpec::for_target(&level);
+        if host.missing(&spec.features).is_empty() && !v.contains(&spec) {
+            v.push(spec);
+        }
+    }
+    v
 }
 
 /// The target triple this kiln was compiled for.
@@ -70,8 +105,28 @@ fn detect() -> Vec<&'static str> {
         )*};
     }
     probe!(
-        "sse2", "sse3", "ssse3", "sse4.1", "sse4.2", "popcnt", "avx", "avx2", "fma", "bmi1",
-        "bmi2", "lzcnt", "f16c", "avx512f", "avx512bw", "avx512dq", "avx512vl"
+        "sse2",
+        "sse3",
+        "ssse3",
+        "sse4.1",
+        "sse4.2",
+        "popcnt",
+        "avx",
+        "avx2",
+        "fma",
+        "bmi1",
+        "bmi2",
+        "lzcnt",
+        "f16c",
+        "avx512f",
+        "avx512bw",
+        "avx512dq",
+        "avx512vl",
+        "cmpxchg16b",
+        "avxvnni",
+        "avx512vnni",
+        "avx512bitalg",
+        "avx512vbmi"
     );
     v
 }
@@ -86,7 +141,7 @@ fn detect() -> Vec<&'static str> {
             }
         )*};
     }
-    probe!("neon", "fp16", "lse", "crc", "aes", "sha2", "sve", "sve2", "dotprod");
+    probe!("neon", "fp16", "lse", "crc", "aes", "sha2", "sve", "sve2", "dotprod", "paca", "i8mm");
     v
 }
 
@@ -98,6 +153,24 @@ fn detect() -> Vec<&'static str> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_host_has_every_feature_of_its_lookup_specs() {
+        let host = HostSpec::detect();
+        let specs = lookup_specs();
+        assert_eq!(specs[0], HostSpec::for_target(&CpuTarget::native()));
+        for s in &specs {
+            assert_eq!(s.triple, host.triple);
+            assert!(host.missing(&s.features).is_empty(), "{s:?} vs {host:?}");
+        }
+        // Every feature name of the host's architecture is probed.
+        let arch = host.triple.split('-').next().unwrap_or("");
+        for (name, a, _) in kiln_codegen::cpu::FEATURES {
+            if *a == arch && CpuTarget::native().features().iter().any(|f| f == name) {
+                assert!(host.features.iter().any(|f| f == name), "{name}");
+            }
+        }
+    }
 
     #[test]
     fn features_are_sorted_and_the_host_has_them_all() {

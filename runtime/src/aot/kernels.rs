@@ -55,7 +55,8 @@ pub const PART_BASE: &str = "base";
 /// Part prefix of the general kernel compiled with the background compile's options.
 pub const PART_UPGRADED: &str = "upgraded";
 
-fn guard_part(g: Guard) -> &'static str {
+/// The part prefix of the variant under `g`.
+pub(crate) fn guard_part(g: Guard) -> &'static str {
     match g {
         Guard::CleanInputs => "clean",
         Guard::NonNegative => "nonneg",
@@ -78,9 +79,18 @@ fn parts(kernel: &CpuKernel, upgraded: bool) -> Vec<(&'static str, &CpuKernel)> 
 /// One image of every function of `parts`, each name (and relocation target) prefixed with
 /// its part.
 pub fn image_of_parts(parts: &[(&str, &CpuKernel)]) -> CodeImage {
+    let code: Vec<(&str, &[FunctionCode])> = parts
+        .iter()
+        .map(|(part, k)| (*part, k.machine_code()))
+        .collect();
+    image_of_code(&code)
+}
+
+/// [`image_of_parts`] over each part's machine code (code compiled for any target).
+pub fn image_of_code(parts: &[(&str, &[FunctionCode])]) -> CodeImage {
     let mut funcs = Vec::new();
-    for (part, k) in parts {
-        for f in k.machine_code() {
+    for (part, code) in parts {
+        for f in code.iter() {
             let mut f = f.clone();
             f.name = format!("{part}/{}", f.name);
             for r in &mut f.relocs {
@@ -94,7 +104,8 @@ pub fn image_of_parts(parts: &[(&str, &CpuKernel)]) -> CodeImage {
     CodeImage::from_functions(&funcs)
 }
 
-/// The entry of `image` under `key` for `host`; refuses an image that needs relocations.
+/// The entry of `image` under `key` for `host` (the target the code was compiled for: its
+/// triple and the features the code needs); refuses an image that needs relocations.
 pub fn entry_of(key: CacheKey, image: &CodeImage, host: &HostSpec) -> Result<Entry, CacheError> {
     if !image.is_relocation_free() {
         let first = &image.relocs[0];
@@ -200,7 +211,11 @@ fn warn_once(msg: &str) {
 /// The on-disk cache as the CPU backend uses it: lookups, writes, counters.
 pub struct DiskCache {
     dir: CacheDir,
+    /// The machine: what an entry's target and features are checked against.
     host: HostSpec,
+    /// The compile targets looked up, best first; the first is the one this process
+    /// compiles for, under which its entries are written (see `host::lookup_specs`).
+    specs: Vec<HostSpec>,
     hits: AtomicUsize,
     misses: AtomicUsize,
     writes: AtomicUsize,
@@ -258,11 +273,23 @@ impl DiskCache {
         }
     }
 
-    /// The cache in `dir` for `host`.
+    /// The cache in `dir` for `host`: entries compiled for this process's native target or
+    /// any feature level of its architecture that `host` has (`host::lookup_specs`); for a
+    /// `host` of another triple (tests), for `host` itself.
     pub fn new(dir: CacheDir, host: HostSpec) -> DiskCache {
+        let specs: Vec<HostSpec> = super::host::lookup_specs()
+            .into_iter()
+            .filter(|s| s.triple == host.triple && host.missing(&s.features).is_empty())
+            .collect();
+        let specs = if specs.is_empty() {
+            vec![host.clone()]
+        } else {
+            specs
+        };
         DiskCache {
             dir,
             host,
+            specs,
             hits: AtomicUsize::new(0),
             misses: AtomicUsize::new(0),
             writes: AtomicUsize::new(0),
@@ -314,55 +341,67 @@ impl DiskCache {
         }
     }
 
+    /// The compile targets this cache looks entries up for, best first (the first is the
+    /// one it writes entries for).
+    pub fn lookup_specs(&self) -> &[HostSpec] {
+        &self.specs
+    }
+
     /// `kernel`'s final code from the cache, verified; `None` on any miss (a rejected entry
-    /// is quarantined and warned about once per process).
+    /// is quarantined and warned about once per process). The entry of each lookup target
+    /// is tried in turn ([`DiskCache::lookup_specs`]); the first verified one is used.
     pub fn load(
         &self,
         kernel: &Kernel,
         options: &CompileOptions,
         tiering: bool,
     ) -> Option<CpuKernel> {
-        let key = kernel_key(kernel, options, tiering, &self.host);
-        let entry = match self.dir.get(&key, &self.host) {
-            Lookup::Hit(e) => e,
-            Lookup::Absent => {
-                self.misses.fetch_add(1, Ordering::Relaxed);
-                return None;
+        let mut rejected = false;
+        for spec in &self.specs {
+            let key = kernel_key(kernel, options, tiering, spec);
+            let entry = match self.dir.get(&key, &self.host) {
+                Lookup::Hit(e) => e,
+                Lookup::Absent => continue,
+                Lookup::Rejected(r) => {
+                    rejected = true;
+                    warn_once(&r.to_string());
+                    continue;
+                }
+            };
+            if let Some(signed) = &self.signed {
+                let ok =
+                    super::sign::entry_digest(&entry).is_ok_and(|d| signed.get(&key) == Some(&d));
+                if !ok {
+                    rejected = true;
+                    warn_once(&format!(
+                        "kiln cache: ignoring {}: not signed (changed or added after the bundle was signed)",
+                        self.dir.entry_path(&key).display()
+                    ));
+                    continue;
+                }
             }
-            Lookup::Rejected(r) => {
-                self.misses.fetch_add(1, Ordering::Relaxed);
-                self.rejected.fetch_add(1, Ordering::Relaxed);
-                warn_once(&r.to_string());
-                return None;
-            }
-        };
-        if let Some(signed) = &self.signed {
-            let ok = super::sign::entry_digest(&entry).is_ok_and(|d| signed.get(&key) == Some(&d));
-            if !ok {
-                self.misses.fetch_add(1, Ordering::Relaxed);
-                self.rejected.fetch_add(1, Ordering::Relaxed);
-                warn_once(&format!(
-                    "kiln cache: ignoring {}: not signed (changed or added after the bundle was signed)",
-                    self.dir.entry_path(&key).display()
-                ));
-                return None;
+            match kernel_from_entry(&entry, kernel, options) {
+                Ok(k) => {
+                    self.hits.fetch_add(1, Ordering::Relaxed);
+                    if rejected {
+                        self.rejected.fetch_add(1, Ordering::Relaxed);
+                    }
+                    return Some(k);
+                }
+                Err(e) => {
+                    rejected = true;
+                    warn_once(&format!(
+                        "kiln cache: ignoring {}: {e}",
+                        self.dir.entry_path(&key).display()
+                    ));
+                }
             }
         }
-        match kernel_from_entry(&entry, kernel, options) {
-            Ok(k) => {
-                self.hits.fetch_add(1, Ordering::Relaxed);
-                Some(k)
-            }
-            Err(e) => {
-                self.misses.fetch_add(1, Ordering::Relaxed);
-                self.rejected.fetch_add(1, Ordering::Relaxed);
-                warn_once(&format!(
-                    "kiln cache: ignoring {}: {e}",
-                    self.dir.entry_path(&key).display()
-                ));
-                None
-            }
+        self.misses.fetch_add(1, Ordering::Relaxed);
+        if rejected {
+            self.rejected.fetch_add(1, Ordering::Relaxed);
         }
+        None
     }
 
     /// Writes `compiled`'s code (`upgraded`: compiled with the background options) as the
@@ -378,9 +417,10 @@ impl DiskCache {
             // A signed bundle is read-only: an entry written now would not be signed.
             return;
         }
-        let key = kernel_key(&compiled.kernel, options, tiering, &self.host);
+        let spec = &self.specs[0];
+        let key = kernel_key(&compiled.kernel, options, tiering, spec);
         let image = image_of_parts(&parts(compiled, upgraded));
-        let written = entry_of(key, &image, &self.host).and_then(|e| self.dir.put(&e));
+        let written = entry_of(key, &image, spec).and_then(|e| self.dir.put(&e));
         match written {
             Ok(super::PutOutcome::Written) => {
                 self.writes.fetch_add(1, Ordering::Relaxed);

@@ -18,6 +18,7 @@
 //!
 //! Limits: executable memory is Linux only.
 
+pub mod cpu_entries;
 pub mod entry;
 pub mod error;
 pub mod exec_mem;

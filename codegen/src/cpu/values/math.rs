@@ -207,8 +207,11 @@ impl Em<'_, '_> {
         let is_zero = self.b.ins().fcmp(FloatCC::Equal, x, zero);
         let ninf = self.float_const(d, c.neg_inf);
         let r2 = self.sel(is_zero, ninf, r1);
-        let bad = self.b.ins().fcmp(FloatCC::UnorderedOrLessThan, x, zero);
+        // `x >= 0` is false exactly for NaN and negative x (the NaN result's inputs). An
+        // ordered compare with the arms swapped, not `UnorderedOrLessThan`: Cranelift's
+        // aarch64 backend has no vector lowering for the unordered float conditions.
+        let ok = self.b.ins().fcmp(FloatCC::GreaterThanOrEqual, x, zero);
         let nan = self.float_const(d, c.nan);
-        self.sel(bad, nan, r2)
+        self.sel(ok, r2, nan)
     }
 }
