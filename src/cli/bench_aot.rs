@@ -23,7 +23,7 @@ use kiln::ir::passes::StageStorage;
 use kiln::ir::TensorType;
 use kiln::runtime::aot::exec_mem::ExecMem;
 use kiln::runtime::aot::kernels::{image_of_parts, kernel_from_entry, kernel_key};
-use kiln::runtime::aot::{CacheError, DiskCache, Entry, HostSpec};
+use kiln::runtime::aot::{CacheError, DiskCache, Entry};
 use kiln::runtime::executor::lower_graph;
 
 use super::CliError;
@@ -122,7 +122,8 @@ fn parts(
     kernel: &kiln::codegen::Kernel,
     options: &CompileOptions,
 ) -> Result<[f64; 7], CliError> {
-    let host = HostSpec::detect();
+    // The spec this process writes its entries under (the first lookup spec).
+    let host = disk.lookup_specs()[0].clone();
     let err = |e: CacheError| CliError::Usage(format!("cache: {e}"));
     let us = |t: Instant| t.elapsed().as_secs_f64() * 1e6;
     let mut v: [Vec<f64>; 7] = Default::default();
