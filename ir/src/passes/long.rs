@@ -46,6 +46,7 @@ use crate::graph::{BinaryOp, Footprint, Graph, NodeId, NodeKind, ReduceOp};
 use crate::types::Border;
 
 use super::decompose::box_axes;
+use super::footprint::{best_cut, runs_window};
 
 /// Fewest offsets a window needs to be rewritten into chains. Shorter windows are cheap to
 /// compile whole (at most 63 reads and 62 ops in a stage) and share their reads with the
@@ -204,7 +205,8 @@ impl Ctx<'_> {
 }
 
 /// `x` reduced by `op` over the one-axis window `offs` along `axis` under `border`: as
-/// chains when it is long, contiguous and eligible, else as it is.
+/// chains when it is long and contiguous and eligible, as runs over shared chain nodes
+/// (`footprint::runs_window`) when it is long otherwise, else as it is.
 fn one_axis(
     b: &mut GraphBuilder,
     x: NodeId,
@@ -214,12 +216,14 @@ fn one_axis(
     extent: &[usize],
 ) -> Result<NodeId, BuildError> {
     if fp.offsets.len() >= LONG_WINDOW {
+        let rank = fp.rank();
         if let Some((axis, lo, hi)) = contiguous_line(fp) {
             if chain_eligible(&border, lo, hi, extent[axis]) {
-                let rank = fp.rank();
                 return Ctx { b, op, rank, axis }.chain(x, lo, hi, border);
             }
         }
+        let (axis, runs) = best_cut(fp);
+        return runs_window(b, x, op, rank, axis, &runs, border);
     }
     b.window_reduce(x, op, fp, border)
 }
@@ -241,23 +245,27 @@ pub fn long_windows(graph: &Graph) -> Graph {
         }
         let extent = &node.ty.shape[2..];
         let x = map[x.index()];
+        let rank = footprint.rank();
         if let Some((axis, lo, hi)) = contiguous_line(footprint) {
-            if !chain_eligible(border, lo, hi, extent[axis]) {
-                return None;
+            if chain_eligible(border, lo, hi, extent[axis]) {
+                return Some(
+                    Ctx {
+                        b,
+                        op: *op,
+                        rank,
+                        axis,
+                    }
+                    .chain(x, lo, hi, *border),
+                );
             }
-            let rank = footprint.rank();
-            return Some(
-                Ctx {
-                    b,
-                    op: *op,
-                    rank,
-                    axis,
-                }
-                .chain(x, lo, hi, *border),
-            );
         }
-        let axes = box_axes(footprint).filter(|a| a.iter().filter(|s| s.len() > 1).count() >= 2)?;
-        let rank = axes.len();
+        let Some(axes) =
+            box_axes(footprint).filter(|a| a.iter().filter(|s| s.len() > 1).count() >= 2)
+        else {
+            // Not a box over two or more axes: its runs over shared chain nodes.
+            let (axis, runs) = best_cut(footprint);
+            return Some(runs_window(b, x, *op, rank, axis, &runs, *border));
+        };
         let mut cur = x;
         for ax in (0..rank).rev() {
             if axes[ax].len() == 1 && axes[ax][0] == 0 {
