@@ -42,14 +42,21 @@
 //! run of two or more offsets), so a NaN comes out canonical as in the window. Sums and rank
 //! selections are never rewritten.
 //!
-//! Limits: the final stage has up to four reads per run (a 250-row disc: about 1000), so a
-//! footprint of many runs still compiles in time proportional to its runs.
+//! **Chunks.** Up to [`CHUNK_READS`] reads are one final stage. More (a 250x250 disc has
+//! 625 under `reflect`, a 101x101 checkerboard 5101) are cut into chunks of that many, each
+//! combined in a kernel of its own and materialised through an identity line (a move of
+//! every element), then combined pointwise; so no stage grows with the footprint and the JIT
+//! limit is never reached. The op is the same over any grouping (associative, commutative).
+//!
+//! Limits: code (kernels) grows with the footprint's runs, at most four reads each, and a
+//! footprint of many runs costs one memory pass per chunk.
 
 use std::collections::BTreeMap;
 
 use crate::builder::GraphBuilder;
 use crate::error::BuildError;
-use crate::graph::{BinaryOp, Footprint, NodeId, ReduceOp};
+use crate::graph::{Footprint, NodeId, ReduceOp};
+use crate::line::{LineKeep, LineProgram};
 use crate::types::Border;
 
 /// One run: the row (the offset with its run-axis component zeroed) and `[a, b]` along it.
@@ -215,23 +222,79 @@ impl Runs<'_> {
         Ok(())
     }
 
-    /// The op over every planned read: one window per chain node, combined in key order.
-    fn finish(self) -> Result<NodeId, BuildError> {
+    /// The op over `reads` (chain key, offset), one window per chain node, combined in key
+    /// order.
+    fn combine(&mut self, reads: &[((u8, i64), Vec<i64>)]) -> Result<NodeId, BuildError> {
+        let mut by_key: BTreeMap<(u8, i64), Vec<Vec<i64>>> = BTreeMap::new();
+        for (key, off) in reads {
+            by_key.entry(*key).or_default().push(off.clone());
+        }
         let mut out: Option<NodeId> = None;
-        for (key, offsets) in self.reads {
+        for (key, offsets) in by_key {
             let src = self.chains[&key];
             let w = self
                 .b
                 .window_reduce(src, self.op, &Footprint { offsets }, self.border)?;
             out = Some(match out {
                 None => w,
-                Some(prev) => {
-                    let op: BinaryOp = self.op.combiner();
-                    self.b.binary(op, prev, w)?
-                }
+                Some(prev) => self.b.binary(self.op.combiner(), prev, w)?,
             });
         }
-        Ok(out.expect("at least one run"))
+        Ok(out.expect("a chunk has a read"))
+    }
+
+    /// The op over every planned read. Up to [`CHUNK_READS`] reads form one stage; more are
+    /// cut into chunks of that many, each materialised through an identity line (so each is
+    /// a kernel of its own and no stage grows with the footprint), then combined pointwise.
+    fn finish(mut self) -> Result<NodeId, BuildError> {
+        let reads: Vec<((u8, i64), Vec<i64>)> = std::mem::take(&mut self.reads)
+            .into_iter()
+            .flat_map(|(k, offs)| offs.into_iter().map(move |o| (k, o)))
+            .collect();
+        if reads.len() <= CHUNK_READS {
+            return self.combine(&reads);
+        }
+        let mut parts = Vec::new();
+        for chunk in reads.chunks(CHUNK_READS) {
+            let part = self.combine(chunk)?;
+            parts.push(self.b.line(part, identity_line())?);
+        }
+        // The parts are combined pointwise, CHUNK_READS at a time, as a tree of kernels.
+        loop {
+            let mut next = Vec::new();
+            for chunk in parts.chunks(CHUNK_READS) {
+                let mut acc = chunk[0];
+                for &p in &chunk[1..] {
+                    acc = self.b.binary(self.op.combiner(), acc, p)?;
+                }
+                next.push(acc);
+            }
+            if next.len() == 1 {
+                return Ok(next[0]);
+            }
+            parts = next
+                .into_iter()
+                .map(|p| self.b.line(p, identity_line()))
+                .collect::<Result<_, _>>()?;
+        }
+    }
+}
+
+/// Most reads of one stage of a footprint (about 2 instructions each): past it, chunks.
+pub const CHUNK_READS: usize = 128;
+
+/// A line that outputs its input unchanged (no carries, `y = x`), along the first spatial
+/// axis: a materialisation point, so the chunk it reads is the
+/// root of a kernel of its own (fusion rule 2) instead of growing the final stage. Exact:
+/// a move of every element.
+fn identity_line() -> LineProgram {
+    LineProgram {
+        axis: 2,
+        backward: false,
+        init: Vec::new(),
+        step: Vec::new(),
+        next: Vec::new(),
+        keep: LineKeep::Each(0),
     }
 }
 
