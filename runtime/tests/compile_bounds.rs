@@ -53,8 +53,11 @@ fn mask_text(f: impl Fn(i64, i64) -> bool, r: i64, c: i64) -> String {
         .join(";")
 }
 
-/// `(name, op, params, dtype)` over the extreme parameter space.
-fn cases() -> Vec<(String, &'static str, Vec<(&'static str, String)>, DType)> {
+/// One case: `(name, op, params, dtype)`.
+type Case = (String, &'static str, Vec<(&'static str, String)>, DType);
+
+/// Every case of the extreme parameter space.
+fn cases() -> Vec<Case> {
     let mut out = Vec::new();
     let modes = ["reflect", "mirror", "nearest", "wrap", "constant"];
     let extents = [1usize, 2, 3, 15, 63, 64, 65, 130, 255, 3001, 10001];

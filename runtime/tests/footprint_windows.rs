@@ -28,6 +28,9 @@ use kiln_runtime::fused::Engine;
 use kiln_runtime::tensor::first_difference;
 use kiln_runtime::Tensor;
 
+/// Registry parameters, `name=value`.
+type Params<'a> = Vec<(&'a str, String)>;
+
 fn build(op: &str, params: &[(&str, String)], dtype: DType, shape: &[usize]) -> Graph {
     let params: Vec<(String, String)> = params
         .iter()
@@ -81,8 +84,8 @@ fn sparse(rows: usize, cols: usize) -> Vec<Vec<bool>> {
     for c in (0..cols).step_by(7) {
         m[0][c] = true;
     }
-    for c in cols / 2..cols {
-        m[rows / 2][c] = true;
+    for v in &mut m[rows / 2][cols / 2..] {
+        *v = true;
     }
     m[rows - 1][0] = true;
     m[rows - 1][cols - 1] = true;
@@ -335,7 +338,7 @@ fn large_image_disc_runs_fused() {
 #[test]
 fn issue_cases_at_reduced_size_match_eager() {
     let d = mask_text(&disc(125));
-    let cases: Vec<(&str, Vec<(&str, String)>, DType, Vec<usize>)> = vec![
+    let cases: Vec<(&str, Params, DType, Vec<usize>)> = vec![
         (
             "grey_erosion",
             vec![("footprint", d.clone())],
