@@ -25,7 +25,7 @@ use kiln_runtime::Tensor;
 
 /// Most kernel-form instructions any stage may have, whatever the window (a 63-offset
 /// window, the longest left whole, is 63 loads and 62 ops; the chains' stages are 2–4
-/// reads).
+/// reads; a non-box footprint's final stage is checked in tests/footprint_windows.rs).
 const STAGE_BOUND: usize = 300;
 
 /// Most lines a PTX module of one kernel may have.
@@ -342,7 +342,9 @@ fn long_windows_become_chains() {
     let on = optimize_with(&g, StageStorage::DevicePasses, WindowBounds::default());
     let w = windows(&on);
     assert!(w.iter().all(|&n| n <= 4), "{w:?}");
-    assert!(w.iter().filter(|&&n| n == 2).count() >= 12, "{w:?}");
+    // 8205 offsets: radix-4 links up to blocks of 4096 (six of them) and one final window.
+    assert!(w.iter().filter(|&&n| n == 4).count() >= 6, "{w:?}");
+    assert!(w.len() <= 8, "{w:?}");
     let off = optimize_with(
         &g,
         StageStorage::DevicePasses,

@@ -1,15 +1,16 @@
 //! Long windows: a min/max/any/all window of [`LONG_WINDOW`] or more offsets becomes chains
-//! of two-read windows whose count grows with `log₂ k`, so no kernel stage grows with the
+//! of windows of at most four reads whose count grows with `log₄ k`, so no kernel stage grows with the
 //! window (issue 27: a 9999-row erosion compiled for a minute, an 8205-column one was
 //! refused). A box over several axes is first split into one-axis windows (as `decompose`
 //! does for min/max; here also for any/all). Every axis qualifies, the innermost and the run
 //! axis included, and every target (the chain's stages are short).
 //!
 //! For a contiguous one-axis window `[a, b]` (`k = b − a + 1` offsets):
-//! * **Forward chain** `F₁ = x`, `F₂ₛ = op(Fₛ[z], Fₛ[z+s])` under `nearest`, so
-//!   `Fₛ[z] = op over [z, min(z+s−1, n−1)]` (induction: when `z+s > n−1` the second read is
-//!   row `n−1`, already in the first range). **Backward chain** `Bₛ` alike with offsets
-//!   `[−s, 0]`: `Bₛ[z] = op over [max(z−s+1, 0), z]`.
+//! * **Forward chain** `F₁ = x`, `F₄ₛ = op(Fₛ[z], Fₛ[z+s], Fₛ[z+2s], Fₛ[z+3s])` (and one
+//!   last `F₂ₛ = op(Fₛ[z], Fₛ[z+s])` for odd powers of two) under `nearest`, so
+//!   `Fₛ[z] = op over [z, min(z+s−1, n−1)]` (induction: a read at `z+is > n−1` is row
+//!   `n−1`, already in the first range). **Backward chain** `Bₛ` alike with offsets
+//!   `[−3s, −2s, −s, 0]` (`[−s, 0]`): `Bₛ[z] = op over [max(z−s+1, 0), z]`.
 //! * **Clamped set.** For `a ≤ 0 ≤ b` the rows a window reads under `nearest` are
 //!   `C(y) = [max(0, y+a), min(n−1, y+b)]`. It is the op of `F_P` read at the block starts
 //!   `0, P, …, b−P+1` (`P` the largest power of two `≤ b+1`) and of `B_Q` read at the block
@@ -35,10 +36,11 @@
 //! idempotent, commutative and associative, so reading a row twice or in another order
 //! changes no bit. Sums and rank selections are never rewritten.
 //!
-//! Limits: windows that are not contiguous boxes (masks), reflect/mirror windows with
-//! [`LONG_WINDOW`] or more offsets beyond their symmetric core (origins of ±32 or more), and
-//! windows not holding offset 0 under a non-wrap mode are left whole; `clip_windows` (which
-//! runs first) still bounds them by the image.
+//! Footprints that are not boxes, reflect/mirror windows with [`LONG_WINDOW`] or more
+//! offsets beyond their symmetric core (origins of ±32 or more), and windows not holding
+//! offset 0 under a non-wrap mode go to `footprint::runs_window` instead: their runs over
+//! shared chain nodes (centred blocks under `wrap`/`reflect`/`mirror`, one-sided blocks
+//! under the mode itself for `nearest`/`constant`; exactness in that file).
 
 use crate::builder::GraphBuilder;
 use crate::error::BuildError;
@@ -46,6 +48,7 @@ use crate::graph::{BinaryOp, Footprint, Graph, NodeId, NodeKind, ReduceOp};
 use crate::types::Border;
 
 use super::decompose::box_axes;
+use super::footprint::{best_cut, runs_window};
 
 /// Fewest offsets a window needs to be rewritten into chains. Shorter windows are cheap to
 /// compile whole (at most 63 reads and 62 ops in a stage) and share their reads with the
@@ -130,8 +133,12 @@ impl Ctx<'_> {
         self.b.binary(op, l, r)
     }
 
-    /// `x` op-reduced over `s = 1, 2, 4, … < p` links with offsets `[0, s]` (forward) or
-    /// `[−s, 0]` (backward) under `border`.
+    /// `x` op-reduced over links up to blocks of `p` (a power of two): links of four reads
+    /// `[0, s, 2s, 3s]` (forward) or `[−3s, −2s, −s, 0]` (backward) while `4s ≤ p`, then one
+    /// of two reads `[0, s]` (`[−s, 0]`) if needed, under `border`. A radix-4 link is
+    /// exact as a radix-2 one (see the module docs: a read past the end is the end row,
+    /// already in the block); it halves the number of stages (issue 27: kernels of many
+    /// small stages compiled slowest).
     fn links(
         &mut self,
         x: NodeId,
@@ -142,9 +149,14 @@ impl Ctx<'_> {
         let mut cur = x;
         let mut s = 1;
         while s < p {
-            let offs = if backward { [-s, 0] } else { [0, s] };
+            let r = if 4 * s <= p { 4 } else { 2 };
+            let offs: Vec<i64> = if backward {
+                (0..r).rev().map(|i| -i * s).collect()
+            } else {
+                (0..r).map(|i| i * s).collect()
+            };
             cur = self.window(cur, &offs, border)?;
-            s *= 2;
+            s *= r;
         }
         Ok(cur)
     }
@@ -204,7 +216,8 @@ impl Ctx<'_> {
 }
 
 /// `x` reduced by `op` over the one-axis window `offs` along `axis` under `border`: as
-/// chains when it is long, contiguous and eligible, else as it is.
+/// chains when it is long and contiguous and eligible, as runs over shared chain nodes
+/// (`footprint::runs_window`) when it is long otherwise, else as it is.
 fn one_axis(
     b: &mut GraphBuilder,
     x: NodeId,
@@ -214,12 +227,14 @@ fn one_axis(
     extent: &[usize],
 ) -> Result<NodeId, BuildError> {
     if fp.offsets.len() >= LONG_WINDOW {
+        let rank = fp.rank();
         if let Some((axis, lo, hi)) = contiguous_line(fp) {
             if chain_eligible(&border, lo, hi, extent[axis]) {
-                let rank = fp.rank();
                 return Ctx { b, op, rank, axis }.chain(x, lo, hi, border);
             }
         }
+        let (axis, runs) = best_cut(fp);
+        return runs_window(b, x, op, rank, axis, &runs, border);
     }
     b.window_reduce(x, op, fp, border)
 }
@@ -241,23 +256,27 @@ pub fn long_windows(graph: &Graph) -> Graph {
         }
         let extent = &node.ty.shape[2..];
         let x = map[x.index()];
+        let rank = footprint.rank();
         if let Some((axis, lo, hi)) = contiguous_line(footprint) {
-            if !chain_eligible(border, lo, hi, extent[axis]) {
-                return None;
+            if chain_eligible(border, lo, hi, extent[axis]) {
+                return Some(
+                    Ctx {
+                        b,
+                        op: *op,
+                        rank,
+                        axis,
+                    }
+                    .chain(x, lo, hi, *border),
+                );
             }
-            let rank = footprint.rank();
-            return Some(
-                Ctx {
-                    b,
-                    op: *op,
-                    rank,
-                    axis,
-                }
-                .chain(x, lo, hi, *border),
-            );
         }
-        let axes = box_axes(footprint).filter(|a| a.iter().filter(|s| s.len() > 1).count() >= 2)?;
-        let rank = axes.len();
+        let Some(axes) =
+            box_axes(footprint).filter(|a| a.iter().filter(|s| s.len() > 1).count() >= 2)
+        else {
+            // Not a box over two or more axes: its runs over shared chain nodes.
+            let (axis, runs) = best_cut(footprint);
+            return Some(runs_window(b, x, *op, rank, axis, &runs, *border));
+        };
         let mut cur = x;
         for ax in (0..rank).rev() {
             if axes[ax].len() == 1 && axes[ax][0] == 0 {

@@ -7,6 +7,7 @@ pub mod cse;
 pub mod dce;
 pub mod decompose;
 pub mod doubling;
+pub mod footprint;
 pub mod fuse;
 pub mod long;
 pub mod prune;
