@@ -11,7 +11,7 @@
 #
 # Threads: the rows whose peers are cheap run at 2 and 1 threads; the Sinkhorn rows (POT takes
 # tens of seconds per call) at 2 only. Timing: --min-time 0.3 s per timed side; scipy on these
-# rows is timed with ONE cold call, POT's sinkhorn_log with one warm-up and one call (both are
+# rows is timed with ONE cold call, POT's sinkhorn_log too (both
 # single-threaded), POT's sinkhorn and the numpy reference with one warm-up then until
 # --min-time (at least 3 calls). Peers are installed into a venv of this script's own
 # (target/bench-venv, or $KILN_BENCH_VENV): numpy, scipy 1.17, opencv-python-headless, POT

@@ -774,7 +774,8 @@ def print_table(meta, results, markdown):
         print("  ".join(x.ljust(w) for x, w in zip(c, widths)))
     print("scipy and numpy run single-threaded (timed at the first thread count, shown at every one); "
           "on the family rows (fill_holes, propagation, medians, distances) scipy is timed with ONE cold "
-          "call, and POT's sinkhorn_log (numpy element-wise, one thread) with one warm-up and one call; "
+          "call, and so is POT's sinkhorn_log (numpy element-wise, one thread); POT's sinkhorn with one warm-up "
+          "and at least one call; "
           "OpenCV's distanceTransform is float32 (close(f32): within 1e-6 of kiln's float64, not bit-exact); "
           "programs show `1st` = their first call (it compiles their graphs) instead of a compile time; "
           "kiln/best = kiln median / fastest peer median; kiln/floor = kiln median / copy floor; "

@@ -220,9 +220,10 @@ def family_peers(row, libs):
         chk = [close(1e-4), None, None, None]
         if ot is not None:
             method = "sinkhorn_log" if log else "sinkhorn"
-            # sinkhorn_log is numpy element-wise work (single-threaded): once, first thread count.
+            # sinkhorn_log is numpy element-wise work (one thread, ~30 s a call at d = 1024):
+            # one cold call at the first thread count.
             P.append(("pot-log" if log else "pot", lambda a, b, M: pot_sinkhorn(ot, a, b, M, eps, iters, method),
-                      chk, "single" if log else "few"))
+                      chk, "once" if log else "few"))
         if not log:
             P.append(("numpy-ref", lambda a, b, M: numpy_sinkhorn(a, b, M, eps, iters), chk, "threads"))
     else:
