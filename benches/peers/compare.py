@@ -18,6 +18,11 @@ in a process of its own each round, OpenCV in this one), so that each kiln/OpenC
 two timings taken seconds apart instead of minutes. Its table gives the median of the per-round
 ratios and their range; the JSON keeps every round.
 
+The morphology, distance and Sinkhorn family rows (issues 28-30) take their inputs, peers,
+checks and goals from families.py beside this file (several inputs and outputs per row,
+structured inputs, `close(...)` checks for float32/other-order peers); `--goals 2` prints the
+issues' goal table at 2 threads. scripts/bench-families.sh runs exactly those rows.
+
 Output checks: "exact" = every element bit-identical; "interior" = bit-identical away from the
 border (the peer's border rule differs from kiln's, e.g. OpenCV medianBlur replicates edges
 where kiln/kornia pad with zeros); "DIFF ..." = some element differs (count, max |diff|).
