@@ -34,11 +34,23 @@ fn row_schedule_matches_the_compiled_kernel() {
     ];
     let mut stencils = 0;
     for w in kiln::bench::workloads() {
+        // Programs (fill_holes, distances, sinkhorn) have no kernels up front.
+        if w.is_program() {
+            continue;
+        }
         let ty = TensorType {
             dtype: w.dtype,
             shape: w.shape.clone(),
         };
-        let graph = kiln::ops::build_op(&w.op, &w.params, &ty).expect("bench op builds");
+        let graph = match kiln::ops::build_op(&w.op, &w.params, &ty) {
+            Ok(g) => g,
+            // A guarded workload waits for its operator to accept it (bench "skipped" row).
+            Err(e) if w.guard.is_some() => {
+                println!("SKIP {}: {e}", w.name);
+                continue;
+            }
+            Err(e) => panic!("bench op builds: {}: {e}", w.name),
+        };
         let optimized = optimize(&graph);
         for group in &fuse(&optimized).groups {
             let kernel = lower(&optimized, group).expect("bench kernel lowers");

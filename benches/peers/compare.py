@@ -18,6 +18,11 @@ in a process of its own each round, OpenCV in this one), so that each kiln/OpenC
 two timings taken seconds apart instead of minutes. Its table gives the median of the per-round
 ratios and their range; the JSON keeps every round.
 
+The morphology, distance and Sinkhorn family rows (issues 28-30) take their inputs, peers,
+checks and goals from families.py beside this file (several inputs and outputs per row,
+structured inputs, `close(...)` checks for float32/other-order peers); `--goals 2` prints the
+issues' goal table at 2 threads. scripts/bench-families.sh runs exactly those rows.
+
 Output checks: "exact" = every element bit-identical; "interior" = bit-identical away from the
 border (the peer's border rule differs from kiln's, e.g. OpenCV medianBlur replicates edges
 where kiln/kornia pad with zeros); "DIFF ..." = some element differs (count, max |diff|).
@@ -32,6 +37,9 @@ import tempfile
 import time
 
 import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import families  # noqa: E402  (the morphology, distance and Sinkhorn families' inputs and peers)
 
 BOOL_THRESHOLD = 15_099_494
 
@@ -62,20 +70,23 @@ def generate(dtype, shape, seed):
         x = (h >> np.uint32(24)).astype(np.uint8)
     elif dtype == "bool":
         x = u < np.uint32(BOOL_THRESHOLD)
+    elif dtype in ("i8", "u16", "i16", "i32", "u32"):
+        # The hash's high bits reduced to the width, wrapping (src/bench/data.rs).
+        bits = {"i8": 8, "u16": 16, "i16": 16, "i32": 32, "u32": 32}[dtype]
+        x = (h >> np.uint32(32 - bits)).astype(f"u{bits // 8}").view(DTYPES[dtype])
     else:
         raise ValueError(dtype)
     return x.reshape(shape)
 
 
+DTYPES = {"i8": np.int8, "u16": np.uint16, "i16": np.int16, "i32": np.int32, "u32": np.uint32}
+
+
 def checksum(x):
     """kiln's position-weighted checksum (src/bench/data.rs), modulo 2^64."""
     x = np.ascontiguousarray(x).reshape(-1)
-    if x.dtype == np.float32:
-        bits = x.view(np.uint32).astype(np.uint64)
-    elif x.dtype == np.float64:
-        bits = x.view(np.uint64)
-    else:
-        bits = x.view(np.uint8).astype(np.uint64)
+    # The element's bit pattern as an unsigned integer of its width.
+    bits = x.view(f"u{x.dtype.itemsize}").astype(np.uint64)
     w = (np.arange(x.size, dtype=np.uint64) & np.uint64(0xFFFF)) + np.uint64(1)
     with np.errstate(over="ignore"):
         return int((bits * w).sum(dtype=np.uint64))
@@ -284,6 +295,24 @@ def peers_for(name, k_or_size):
         P.append(("numpy", lambda x: numpy_window(numpy_window(x, k, "min"), k, "max"), "exact"))
         if kornia is not None and not u8:
             P.append(("kornia", "opening", "exact"))
+    elif name.startswith("white_tophat"):
+        if scipy_ndimage is not None:
+            P.append(("scipy", lambda x: scipy_ndimage.white_tophat(x, size=size4(k)), "exact"))
+        if cv2 is not None:
+            ker = np.ones((k, k), np.uint8)
+            f = lambda x, out=None: per_plane(  # noqa: E731
+                lambda p, o: cv2.morphologyEx(p, cv2.MORPH_TOPHAT, ker, dst=o), x, out)
+            P.append(("opencv", f, "exact"))
+            P.append(("opencv*", reused(f), "exact"))
+    elif name.startswith("morph_gradient"):
+        if scipy_ndimage is not None:
+            P.append(("scipy", lambda x: scipy_ndimage.morphological_gradient(x, size=size4(k)), "exact"))
+        if cv2 is not None:
+            ker = np.ones((k, k), np.uint8)
+            f = lambda x, out=None: per_plane(  # noqa: E731
+                lambda p, o: cv2.morphologyEx(p, cv2.MORPH_GRADIENT, ker, dst=o), x, out)
+            P.append(("opencv", f, "exact"))
+            P.append(("opencv*", reused(f), "exact"))
     elif name.startswith("binary_erosion"):
         if scipy_ndimage is not None:
             st = CROSS.reshape(1, 1, 3, 3)
@@ -345,6 +374,12 @@ def compare(kiln_out, peer_out, check):
     """'exact' / 'interior' when bit-identical (in the region the check covers), else DIFF."""
     if kiln_out is None:
         return "no kiln output"
+    if isinstance(check, dict):  # family checks: {"kind", "post", "rtol", "label"}
+        if check.get("post") is not None:
+            peer_out = check["post"](np.asarray(peer_out))
+        if check["kind"] == "close":
+            return compare_close(kiln_out, peer_out, check["rtol"], check["label"])
+        check = check["kind"]
     a = np.asarray(kiln_out)
     b = np.asarray(peer_out).reshape(a.shape).astype(a.dtype, copy=False)
     label = "exact"
@@ -370,6 +405,35 @@ def compare(kiln_out, peer_out, check):
         ib = b.view(np.int32).astype(np.int64)
         ulp = f" <={int(np.max(np.abs(ia - ib)))}ulp"
     return f"DIFF {bad}/{same.size} max|d|={float(np.nanmax(d)):.3g}{ulp}"
+
+
+def compare_close(kiln_out, peer_out, rtol, label):
+    """`label` when |kiln - peer| <= rtol * max|kiln| everywhere (float results of other
+    precisions or summation orders), else CLOSE-DIFF with the worst relative error."""
+    a = np.asarray(kiln_out).astype(np.float64)
+    b = np.asarray(peer_out).reshape(a.shape).astype(np.float64)
+    scale = max(float(np.max(np.abs(a))) if a.size else 0.0, np.finfo(np.float64).tiny)
+    if not np.array_equal(np.isfinite(a), np.isfinite(b)):
+        return "DIFF (non-finite elements differ)"
+    fin = np.isfinite(a)
+    rel = float(np.max(np.abs(a[fin] - b[fin]))) / scale if fin.any() else 0.0
+    return label if rel <= rtol else f"DIFF rel={rel:.3g} > {rtol:g}"
+
+
+def compare_all(kiln_outs, peer_out, check):
+    """Checks every kiln output a check is given for (lists: one check per output)."""
+    if not isinstance(check, list):
+        first = kiln_outs[0] if kiln_outs else None
+        p = peer_out[0] if isinstance(peer_out, tuple) else peer_out
+        return compare(first, p, check)
+    outs = peer_out if isinstance(peer_out, tuple) else (peer_out,)
+    labels = []
+    for i, c in enumerate(check):
+        if c is None or i >= len(outs):
+            continue
+        k = kiln_outs[i] if i < len(kiln_outs) else None
+        labels.append(compare(k, outs[i], c))
+    return "+".join(labels) if len(set(labels)) > 1 else (labels[0] if labels else "-")
 
 
 # ---------------------------------------------------------------- main
@@ -406,6 +470,8 @@ def main():
     ap.add_argument("--json", default="", help="write kiln's and the peers' results here")
     ap.add_argument("--markdown", action="store_true", help="also print the table as Markdown")
     ap.add_argument("--no-torch-compile", action="store_true")
+    ap.add_argument("--goals", type=int, default=0, metavar="T",
+                    help="also print the families' goal table (issues 28-30) at T threads")
     ap.add_argument("--paired", type=int, default=0, metavar="N",
                     help="then time kiln and OpenCV alternately, N rounds per row (see above)")
     args = ap.parse_args()
@@ -427,26 +493,110 @@ def main():
     meta["kornia"] = kornia.__version__ if kornia is not None else None
     print_table(meta, results, args.markdown)
     print_paired(results, args.markdown)
+    goals = print_goals(results, args.goals) if args.goals else None
+    meta["pot"] = getattr(try_import("ot"), "__version__", None)
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"metadata": meta, "results": results}, f, indent=1)
+            json.dump({"metadata": meta, "results": results, "goals": goals}, f, indent=1)
+    if BAD_INPUTS:
+        print(f"!! input checksums differ from kiln's for {sorted(set(BAD_INPUTS))}", file=sys.stderr)
+        sys.exit(2)
 
 
 _inputs = {}
 _kiln_out = {}
 
 
-def workload_input(row):
-    """The input of a kiln row, generated here and checked against kiln's checksum; the last
-    workload's is kept (its rows at every thread count come one after another)."""
+def workload_inputs(row):
+    """The inputs of a kiln row, generated here and checked against kiln's checksums; the last
+    workload's are kept (its rows at every thread count come one after another)."""
+    specs = row.get("inputs") or [{"dtype": row["dtype"], "shape": row["shape"], "seed": row["seed"], "gen": "hash"}]
     key = (row["name"], tuple(row["shape"]))
     if key not in _inputs:
         _inputs.clear()
-        x = generate(row["dtype"], key[1], row["seed"])
-        if str(checksum(x)) != row["input_checksum"]:
-            print(f"!! {row['name']}: input checksum differs from kiln's: the generators disagree", file=sys.stderr)
-        _inputs[key] = x
+        xs = [families.make_input(sp, hash32, generate) for sp in specs]
+        want = row.get("input_checksums") or [row["input_checksum"]]
+        for i, (x, w) in enumerate(zip(xs, want)):
+            if str(checksum(x)) != w:
+                print(f"!! {row['name']}: input {i} checksum differs from kiln's: the generators disagree",
+                      file=sys.stderr)
+                BAD_INPUTS.append(row["name"])
+        _inputs[key] = xs
     return _inputs[key]
+
+
+BAD_INPUTS = []
+# Peers timed at the first thread count only (single-threaded), carried to the other rows.
+SINGLE = ("scipy", "numpy", "pot-log")
+
+
+def workload_input(row):
+    """The first input of a kiln row (see workload_inputs)."""
+    return workload_inputs(row)[0]
+
+
+def kiln_outputs(args, row, tmp):
+    """kiln's dumped outputs of a row: NAME.npy, then NAME.outK.npy for K = 1, 2, ..."""
+    shape = tuple(row["shape"])
+    key = (row["name"], shape)
+    if key not in _kiln_out:
+        _kiln_out.clear()
+        suffix = f"_{shape[-1]}" if args.sizes else ""
+        outs = []
+        while True:
+            tag = f".out{len(outs)}" if outs else ""
+            path = os.path.join(tmp, f"{row['name']}{suffix}{tag}.npy")
+            if not os.path.exists(path):
+                break
+            outs.append(np.load(path))
+        _kiln_out[key] = outs
+    return _kiln_out[key]
+
+
+def blas_limit(t):
+    """A context limiting BLAS threads to t (threadpoolctl), or a no-op when not installed."""
+    tp = try_import("threadpoolctl")
+    if tp is None:
+        import contextlib
+
+        return contextlib.nullcontext()
+    return tp.threadpool_limits(limits=t)
+
+
+def time_once(f):
+    """One cold call (for the slow single-threaded peers): ms stats with reps = 1."""
+    t = time.perf_counter()
+    out = f()
+    ms = (time.perf_counter() - t) * 1e3
+    return {"median_ms": ms, "q1_ms": ms, "q3_ms": ms, "reps": 1, "first_call_ms": ms, "once": True}, out
+
+
+def bench_family(args, row, tmp, threads, peers):
+    """Times a family row's peers (families.family_peers) on its inputs."""
+    name, t = row["name"], row["threads"]
+    res = {"kiln": row, "peers": {}, "checks": {}, "notes": {}}
+    xs = workload_inputs(row)
+    kouts = kiln_outputs(args, row, tmp)
+    if cv2 is not None:
+        cv2.setNumThreads(t)
+    for lib, fn, check, mode in peers:
+        if fn is None:
+            res["notes"][lib] = check
+            continue
+        if mode in ("once", "single") and t != threads[0]:
+            continue
+        try:
+            with blas_limit(t):
+                if mode == "once":
+                    st, out = time_once(lambda: fn(*xs))
+                else:
+                    st, out = time_it(lambda: fn(*xs), args.min_time, min_reps=1 if mode in ("single", "few") else 3)
+            res["peers"][lib] = st
+            res["checks"][lib] = compare_all(kouts, out, check)
+        except Exception as e:  # noqa: BLE001
+            res["peers"][lib] = None
+            res["checks"][lib] = f"error: {type(e).__name__}: {e}"
+    return res
 
 
 def bench_peers(args, row, tmp, threads):
@@ -455,15 +605,12 @@ def bench_peers(args, row, tmp, threads):
     res = {"kiln": row, "peers": {}, "checks": {}}
     if row["status"] != "ok":
         return res
-    shape = tuple(row["shape"])
-    key = (name, shape)
+    fam = families.family_peers(row, {"scipy": scipy_ndimage, "cv2": cv2, "ot": try_import("ot")})
+    if fam is not None:
+        return bench_family(args, row, tmp, threads, fam)
     x = workload_input(row)
-    if key not in _kiln_out:
-        _kiln_out.clear()
-        suffix = f"_{shape[-1]}" if args.sizes else ""
-        path = os.path.join(tmp, f"{name}{suffix}.npy")
-        _kiln_out[key] = np.load(path) if os.path.exists(path) else None
-    kout = _kiln_out[key]
+    outs = kiln_outputs(args, row, tmp)
+    kout = outs[0] if outs else None
     if cv2 is not None:
         cv2.setNumThreads(t)
     if torch is not None:
@@ -581,7 +728,7 @@ def print_table(meta, results, markdown):
     # single-threaded peers: carry their time to the other thread counts
     single = {}
     for r in results:
-        for lib in ("scipy", "numpy"):
+        for lib in SINGLE:
             if lib in r["peers"]:
                 single[(r["kiln"]["name"], tuple(r["kiln"]["shape"]), lib)] = (r["peers"][lib], r["checks"].get(lib))
     head = ["workload", "shape", "thr", "kiln ms", "floor ms", "compile ms"] + [f"{l} ms" for l in libs] + [
@@ -595,7 +742,7 @@ def print_table(meta, results, markdown):
             continue
         peers = dict(r["peers"])
         checks = dict(r["checks"])
-        for lib in ("scipy", "numpy"):
+        for lib in SINGLE:
             s = single.get((k["name"], tuple(k["shape"]), lib))
             if lib not in peers and s is not None:
                 peers[lib] = s[0]
@@ -606,7 +753,10 @@ def print_table(meta, results, markdown):
         best = min(timed, key=timed.get) if timed else None
         best_reused = min(timed_reused, key=timed_reused.get) if timed_reused else None
         km = k["time"]["median_ms"]
-        compile_cell = f"{k['compile_ms']:.2f}"
+        if k.get("first_call_ms") is not None:
+            compile_cell = f"1st {k['first_call_ms']:.1f}"
+        else:
+            compile_cell = f"{k['compile_ms']:.2f}"
         if k.get("upgrade_compile_ms") is not None:
             compile_cell += f"+{k['upgrade_compile_ms']:.1f}"
         cells = [k["name"], shape, str(k["threads"]), fmt(km), fmt(k["floor"]["median_ms"]), compile_cell]
@@ -616,7 +766,8 @@ def print_table(meta, results, markdown):
         warm = k.get("floor_warm", {}).get("median_ms")
         cells += [fmt(reused) if reused else "-", f"{reused / warm:.2f}" if reused and warm else "-"]
         cells.append(f"{reused / timed_reused[best_reused]:.2f}" if reused and best_reused else "-")
-        cells.append(", ".join(f"{l}:{c}" for l, c in checks.items()))
+        notes = [f"{l}: {n}" for l, n in r.get("notes", {}).items()]
+        cells.append(", ".join([f"{l}:{c}" for l, c in checks.items()] + notes))
         rows.append(cells)
     print()
     print(f"machine: {meta['machine']} ({meta['cores']} cores), {meta['rustc']}, kiln {meta['kiln_commit'][:12]}"
@@ -626,7 +777,12 @@ def print_table(meta, results, markdown):
     print("  ".join(h.ljust(w) for h, w in zip(head, widths)))
     for c in rows:
         print("  ".join(x.ljust(w) for x, w in zip(c, widths)))
-    print("scipy and numpy run single-threaded (timed once, shown at every thread count); "
+    print("scipy and numpy run single-threaded (timed at the first thread count, shown at every one); "
+          "on the family rows (fill_holes, propagation, medians, distances) scipy is timed with ONE cold "
+          "call, and so is POT's sinkhorn_log (numpy element-wise, one thread); POT's sinkhorn with one warm-up "
+          "and at least one call; "
+          "OpenCV's distanceTransform is float32 (close(f32): within 1e-6 of kiln's float64, not bit-exact); "
+          "programs show `1st` = their first call (it compiles their graphs) instead of a compile time; "
           "kiln/best = kiln median / fastest peer median; kiln/floor = kiln median / copy floor; "
           "kiln* = kiln writing into its previous outputs (run_into), kiln*/floor* = that / the copy "
           "floor into a reused buffer, kiln*/best* = that / the fastest peer writing into a reused "
@@ -641,6 +797,19 @@ def print_table(meta, results, markdown):
         for c in rows:
             print("| " + " | ".join(x.replace("|", "/") for x in c) + " |")
     print_compile_table(results)
+
+
+def print_goals(results, threads):
+    """The families' goal table (issues 28-30): workload, goal, kiln ms, peer ms, ratio, verdict."""
+    rows = families.goal_rows(results, threads)
+    head = ["workload", "goal", "kiln ms", "peer ms", "ratio", "verdict"]
+    print()
+    print(f"goals at {threads} thread(s) (issues 28-30):")
+    print("| " + " | ".join(head) + " |")
+    print("|" + "---|" * len(head))
+    for c in rows:
+        print("| " + " | ".join(x.replace("|", "/") for x in c) + " |")
+    return rows
 
 
 def print_compile_table(results):

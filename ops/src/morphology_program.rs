@@ -145,8 +145,10 @@ impl BinaryFixpoint {
 
 /// The truth-tested values of `t` (row-major).
 fn truth_values(t: &Tensor) -> Vec<bool> {
-    if let Ok(a) = t.to_ndarray::<bool>() {
-        return a.into_iter().collect();
+    // Bool: a row-major copy of the stored bytes, each `!= 0` (what `to_ndarray::<bool>`
+    // gives, without an N-D iterator per element: that took ~85% of fill_holes' time).
+    if let kiln_runtime::Storage::Bool(v) = t.contiguous_storage() {
+        return v.into_iter().map(|b| b != 0).collect();
     }
     t.to_scalars()
         .into_iter()
@@ -284,35 +286,72 @@ fn flood(
         }
     };
     let can = |i: usize| mask.is_none_or(|m| m[i]);
-    let mut c = vec![0i64; spatial.len()];
+    let nd = spatial.len();
+    // Per axis, the smallest and largest offset component: an offset leaves the plane from
+    // `c` iff on some axis `c + o < 0` or `c + o >= n`, i.e. (the two "exists" commute)
+    // iff on some axis `c + lo < 0` or `c + hi >= n`. Same test as offset by offset, with
+    // no per-pixel loop over the offsets.
+    let mut lo = vec![i64::MAX; nd];
+    let mut hi = vec![i64::MIN; nd];
+    for o in &fp.offsets {
+        for ax in 0..nd {
+            lo[ax] = lo[ax].min(o[ax]);
+            hi[ax] = hi[ax].max(o[ax]);
+        }
+    }
+    let any_offset = !fp.offsets.is_empty();
+    let dims: Vec<i64> = spatial.iter().map(|&n| n as i64).collect();
+    let reaches_out = |c: &[i64]| {
+        any_offset && (0..nd).any(|ax| c[ax] + lo[ax] < 0 || c[ax] + hi[ax] >= dims[ax])
+    };
+    // Each offset as a flat step, for pixels whose every neighbour is in the plane.
+    let flat_offsets: Vec<i64> = fp
+        .offsets
+        .iter()
+        .map(|o| o.iter().zip(&strides).map(|(&d, &s)| d * s).sum())
+        .collect();
+    let mut c = vec![0i64; nd];
     let mut queue: Vec<usize> = Vec::new();
     for base in (0..r.len()).step_by(plane) {
         queue.clear();
+        // Pixels in row-major order with their coordinates kept by counting (no division).
+        c.iter_mut().for_each(|x| *x = 0);
         #[allow(clippy::needless_range_loop)] // `i` is also the pixel's index in `r`
         for i in base..base + plane {
             if r[i] {
                 queue.push(i);
-            } else if border_value && can(i) {
-                coords(i - base, &mut c);
-                let reaches_out = fp.offsets.iter().any(|o| {
-                    c.iter()
-                        .zip(o)
-                        .zip(spatial)
-                        .any(|((&p, &d), &n)| p + d < 0 || p + d >= n as i64)
-                });
-                if reaches_out {
-                    r[i] = true;
-                    queue.push(i);
+            } else if border_value && can(i) && reaches_out(&c) {
+                r[i] = true;
+                queue.push(i);
+            }
+            for ax in (0..nd).rev() {
+                c[ax] += 1;
+                if c[ax] < dims[ax] {
+                    break;
                 }
+                c[ax] = 0;
             }
         }
         // A true q sets every i = q - o (in the plane, mask true).
         while let Some(q) = queue.pop() {
             coords(q - base, &mut c);
+            // Every q - o is in the plane iff on every axis c - hi >= 0 and c - lo < n.
+            let interior =
+                any_offset && (0..nd).all(|ax| c[ax] - hi[ax] >= 0 && c[ax] - lo[ax] < dims[ax]);
+            if interior {
+                for &of in &flat_offsets {
+                    let i = (q as i64 - of) as usize;
+                    if !r[i] && can(i) {
+                        r[i] = true;
+                        queue.push(i);
+                    }
+                }
+                continue;
+            }
             for o in &fp.offsets {
                 let mut flat = 0i64;
                 let mut inside = true;
-                for ax in 0..spatial.len() {
+                for ax in 0..nd {
                     let p = c[ax] - o[ax];
                     if p < 0 || p >= spatial[ax] as i64 {
                         inside = false;

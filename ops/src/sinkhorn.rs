@@ -315,15 +315,15 @@ fn step_tile<T: Real>(p: &Problem<'_, T>, k: &[T], tile: &mut [(usize, State<T>)
             }
         }
     } else {
-        // KtU_j = Σ_i K_ij u_i, rows ascending.
+        // KtU_j = Σ_i K_ij u_i, rows ascending (each column its own accumulator: the
+        // zipped loop has no bounds checks and vectorises along j, order unchanged).
         let mut ktu = vec![vec![T::ZERO; m]; idx.len()];
         for i in 0..n {
             let row = &k[i * m..(i + 1) * m];
             for (q, &t) in idx.iter().enumerate() {
                 let ui = tile[t].1.u[i];
-                let acc = &mut ktu[q];
-                for j in 0..m {
-                    acc[j] = acc[j] + row[j] * ui;
+                for (acc, &r) in ktu[q].iter_mut().zip(row) {
+                    *acc = *acc + r * ui;
                 }
             }
         }
@@ -336,17 +336,45 @@ fn step_tile<T: Real>(p: &Problem<'_, T>, k: &[T], tile: &mut [(usize, State<T>)
                 st.v[j] = b[j] / ktu[q][j];
             }
         }
-        // u_i = 1 / Σ_j ((1/a_i) K_ij) v_j, columns ascending.
-        for i in 0..n {
-            let row = &k[i * m..(i + 1) * m];
-            for &t in &idx {
-                let st = &mut tile[t].1;
-                let ra = st.ra[i];
-                let mut acc = T::ZERO;
-                for j in 0..m {
-                    acc = acc + (ra * row[j]) * st.v[j];
+        // u_i = 1 / Σ_j ((1/a_i) K_ij) v_j, columns ascending: one sequential sum per
+        // sample, so the tile's samples are the vector lanes (v interleaved, lane q =
+        // sample q; unused lanes compute zeros that are dropped). Each lane sums its own
+        // terms in the same order as the one-sample loop: bits unchanged.
+        if idx.len() > 1 {
+            let mut vt = vec![T::ZERO; m * TILE];
+            for (q, &t) in idx.iter().enumerate() {
+                for (j, &x) in tile[t].1.v.iter().enumerate() {
+                    vt[j * TILE + q] = x;
                 }
-                st.u[i] = T::ONE / acc;
+            }
+            for i in 0..n {
+                let row = &k[i * m..(i + 1) * m];
+                let mut ra = [T::ZERO; TILE];
+                for (q, &t) in idx.iter().enumerate() {
+                    ra[q] = tile[t].1.ra[i];
+                }
+                let mut acc = [T::ZERO; TILE];
+                for (&r, vj) in row.iter().zip(vt.chunks_exact(TILE)) {
+                    for q in 0..TILE {
+                        acc[q] = acc[q] + (ra[q] * r) * vj[q];
+                    }
+                }
+                for (q, &t) in idx.iter().enumerate() {
+                    tile[t].1.u[i] = T::ONE / acc[q];
+                }
+            }
+        } else {
+            for i in 0..n {
+                let row = &k[i * m..(i + 1) * m];
+                for &t in &idx {
+                    let st = &mut tile[t].1;
+                    let ra = st.ra[i];
+                    let mut acc = T::ZERO;
+                    for (&r, &vj) in row.iter().zip(&st.v) {
+                        acc = acc + (ra * r) * vj;
+                    }
+                    st.u[i] = T::ONE / acc;
+                }
             }
         }
         for (q, &t) in idx.iter().enumerate() {

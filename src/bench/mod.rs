@@ -7,8 +7,10 @@
 //! time the same data without exchanging files.
 
 pub mod data;
+pub mod inputs;
 pub mod json;
 pub mod mem;
+pub mod program;
 pub mod stats;
 
 use std::mem::MaybeUninit;
@@ -20,7 +22,22 @@ use rayon::prelude::*;
 use crate::{Engine, Tensor};
 
 pub use data::{checksum, generate, hash32};
+pub use inputs::{Gen, Input};
 pub use stats::Stats;
+
+/// How `--sizes` (one side `s`) resizes a workload.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Scale {
+    /// Images: the last two axes become `s x s`.
+    Plane,
+    /// Volumes: the last three axes become `s x s x s`.
+    Volume,
+    /// Histograms of `d = s` bins: every axis of extent `d` becomes `s` (a, b `[B, d]`, a
+    /// cost `[d, d]`).
+    Bins,
+    /// Histograms over an `s x s` grid: every axis of extent `d` becomes `s²`.
+    Grid,
+}
 
 /// One benchmark case: an operator with parameters on a generated input.
 #[derive(Clone, Debug, PartialEq)]
@@ -37,6 +54,15 @@ pub struct Workload {
     pub shape: Vec<usize>,
     /// Seed of the generated input.
     pub seed: u32,
+    /// How the first input is generated ([`Gen::Hash`] unless set).
+    pub gen: Gen,
+    /// Further inputs (programs such as `binary_propagation`'s mask or Sinkhorn's `b`, `cost`).
+    pub extra: Vec<Input>,
+    /// How `--sizes` resizes it.
+    pub scale: Scale,
+    /// When set, a build error of the operator makes the row "skipped" with this reason first
+    /// (a workload waiting for an operator that does not accept it yet).
+    pub guard: Option<String>,
 }
 
 impl Workload {
@@ -60,15 +86,93 @@ impl Workload {
             dtype,
             shape: shape.to_vec(),
             seed,
+            gen: Gen::Hash,
+            extra: Vec::new(),
+            scale: Scale::Plane,
+            guard: None,
         }
     }
 
-    /// The same workload with the last two (spatial) dimensions set to `side x side`.
+    /// The same workload with its first input made by `gen`.
+    pub fn gen(mut self, gen: Gen) -> Self {
+        self.gen = gen;
+        self
+    }
+
+    /// The same workload with one more input.
+    pub fn input(mut self, dtype: DType, shape: &[usize], seed: u32, gen: Gen) -> Self {
+        self.extra.push(Input {
+            dtype,
+            shape: shape.to_vec(),
+            seed,
+            gen,
+        });
+        self
+    }
+
+    /// The same workload resized by `scale` under `--sizes`.
+    pub fn scale(mut self, scale: Scale) -> Self {
+        self.scale = scale;
+        self
+    }
+
+    /// The same workload, skipped with `reason` while its operator refuses it.
+    pub fn guard(mut self, reason: &str) -> Self {
+        self.guard = Some(reason.to_string());
+        self
+    }
+
+    /// Every input, the first one first.
+    pub fn inputs(&self) -> Vec<Input> {
+        let mut v = vec![Input {
+            dtype: self.dtype,
+            shape: self.shape.clone(),
+            seed: self.seed,
+            gen: self.gen,
+        }];
+        v.extend(self.extra.iter().cloned());
+        v
+    }
+
+    /// True when the operator is a [`kiln_ops::Program`] (several inputs or outputs, native
+    /// passes), timed through [`program::run_program`].
+    pub fn is_program(&self) -> bool {
+        kiln_ops::program::program_info(&self.op).is_some()
+    }
+
+    /// The same workload resized to `side` as its [`Scale`] says (images: the last two
+    /// dimensions set to `side x side`).
     pub fn with_side(&self, side: usize) -> Workload {
         let mut w = self.clone();
-        let n = w.shape.len();
-        w.shape[n - 2] = side;
-        w.shape[n - 1] = side;
+        let scale = w.scale;
+        let resize = |shape: &mut Vec<usize>, from: usize| match scale {
+            Scale::Plane | Scale::Volume => {
+                let k = if scale == Scale::Plane { 2 } else { 3 };
+                let n = shape.len();
+                for d in &mut shape[n.saturating_sub(k)..] {
+                    *d = side;
+                }
+            }
+            Scale::Bins | Scale::Grid => {
+                let to = if scale == Scale::Bins {
+                    side
+                } else {
+                    side * side
+                };
+                for d in shape.iter_mut().filter(|d| **d == from) {
+                    *d = to;
+                }
+            }
+        };
+        let bins = *self.shape.last().unwrap_or(&1);
+        let mut shape = w.shape.clone();
+        resize(&mut shape, bins);
+        let mut extra = w.extra.clone();
+        for e in &mut extra {
+            resize(&mut e.shape, bins);
+        }
+        w.shape = shape;
+        w.extra = extra;
         w
     }
 
@@ -114,7 +218,7 @@ impl Workload {
 pub fn workloads() -> Vec<Workload> {
     use DType::{Bool, F32, U8};
     let img = [1, 1, 2048, 2048];
-    vec![
+    let mut v = vec![
         Workload::new("median3_2048", "median_blur", &[("k", "3")], F32, &img, 1),
         Workload::new("median5_2048", "median_blur", &[("k", "5")], F32, &img, 2),
         Workload::new(
@@ -227,6 +331,123 @@ pub fn workloads() -> Vec<Workload> {
             &img,
             15,
         ),
+    ];
+    v.extend(family_workloads());
+    v
+}
+
+/// The morphology, distance and Sinkhorn families' workloads (issues 28, 29, 30; helper
+/// `bench`): programs with several inputs or outputs, structured inputs ([`Gen`]).
+pub fn family_workloads() -> Vec<Workload> {
+    use DType::{Bool, F32, I16, U16};
+    let img = [1, 1, 2048, 2048];
+    let (batch, d) = (16, 1024);
+    let sink = |name: &str, log: &str, seed: u32| {
+        Workload::new(
+            name,
+            "sinkhorn",
+            &[
+                ("eps", "0.05"),
+                ("max_iter", "100"),
+                ("tol", "0"),
+                ("log_domain", log),
+            ],
+            F32,
+            &[batch, d],
+            seed,
+        )
+        .gen(Gen::Histogram)
+        .input(F32, &[batch, d], seed + 1, Gen::Histogram)
+        .input(F32, &[d, d], seed + 2, Gen::Hash)
+        .scale(Scale::Bins)
+    };
+    vec![
+        // Issue 28: fixpoints (blobs with holes; propagation: sparse seeds within blobs).
+        Workload::new("fill_holes_2048", "binary_fill_holes", &[], Bool, &img, 20).gen(Gen::Blobs),
+        Workload::new(
+            "propagation_2048",
+            "binary_propagation",
+            &[],
+            Bool,
+            &img,
+            21,
+        )
+        .gen(Gen::Seeds)
+        .input(Bool, &img, 22, Gen::Blobs),
+        // A CT volume: 64 planes of int16, 3x3 per plane (OpenCV medianBlur's border).
+        Workload::new(
+            "median3_i16_ct",
+            "median_filter",
+            &[("size", "3"), ("mode", "nearest")],
+            I16,
+            &[1, 64, 512, 512],
+            23,
+        ),
+        // Large rank windows (helper `rank`): skipped while the operator refuses 31x31.
+        Workload::new(
+            "median31_u16_2048",
+            "median_filter",
+            &[("size", "31")],
+            U16,
+            &img,
+            24,
+        )
+        .guard("31x31 rank windows are not accepted yet (helper rank's large-window median)"),
+        // Issue 29: distance transforms of blobs.
+        Workload::new("edt_2048", "distance_transform_edt", &[], Bool, &img, 25).gen(Gen::Blobs),
+        Workload::new(
+            "edt_indices_2048",
+            "distance_transform_edt",
+            &[("return_indices", "1")],
+            Bool,
+            &img,
+            26,
+        )
+        .gen(Gen::Blobs),
+        Workload::new(
+            "cdt_taxicab_2048",
+            "distance_transform_cdt",
+            &[("metric", "taxicab")],
+            Bool,
+            &img,
+            27,
+        )
+        .gen(Gen::Blobs),
+        Workload::new(
+            "edt_128cube",
+            "distance_transform_edt",
+            &[],
+            Bool,
+            &[1, 1, 128, 128, 128],
+            28,
+        )
+        .gen(Gen::Blobs)
+        .scale(Scale::Volume),
+        Workload::new(
+            "signed_distance_2048",
+            "signed_distance",
+            &[],
+            Bool,
+            &img,
+            29,
+        )
+        .gen(Gen::Blobs),
+        // Issue 30: a shared random cost (f32, [0, 1)), 100 iterations (tol 0: all run).
+        sink("sinkhorn_d1024_b16", "false", 30),
+        sink("sinkhorn_log_d1024_b16", "true", 33),
+        // 32x32 grids (d = 1024), one pair, 1000 iterations, the normalised grid cost.
+        Workload::new(
+            "sinkhorn_grid32_b1_1000it",
+            "sinkhorn",
+            &[("eps", "0.05"), ("max_iter", "1000"), ("tol", "0")],
+            F32,
+            &[1, 1024],
+            36,
+        )
+        .gen(Gen::Histogram)
+        .input(F32, &[1, 1024], 37, Gen::Histogram)
+        .input(F32, &[1024, 1024], 38, Gen::GridCost)
+        .scale(Scale::Grid),
     ]
 }
 
@@ -281,6 +502,13 @@ pub struct BenchRow {
     pub output_checksum: u64,
     /// Output shape.
     pub out_shape: Vec<usize>,
+    /// [`checksum`] of every input, in order.
+    pub input_checksums: Vec<u64>,
+    /// [`checksum`] of every output, in order.
+    pub output_checksums: Vec<u64>,
+    /// Programs: the first call's milliseconds (it compiles the program's graphs, if any);
+    /// `compile_ms` is NaN and `time_reused` empty for them (a program has no `run_into`).
+    pub first_call_ms: Option<f64>,
 }
 
 impl BenchRow {
@@ -303,6 +531,9 @@ impl BenchRow {
             input_checksum: 0,
             output_checksum: 0,
             out_shape: Vec::new(),
+            input_checksums: Vec::new(),
+            output_checksums: Vec::new(),
+            first_call_ms: None,
         }
     }
 
@@ -417,6 +648,18 @@ pub fn copy_floor(
     (fresh, warm)
 }
 
+/// A fresh engine with `threads` workers and the options under test.
+fn engine_for(threads: usize, opts: &BenchOptions) -> Engine {
+    let engine = Engine::with_options(opts.compile.clone())
+        .with_threads(threads)
+        .with_window_doubling(opts.window_doubling)
+        .with_tiering(opts.tiering);
+    match opts.scratch_budget {
+        Some(b) => engine.with_scratch_budget(b),
+        None => engine,
+    }
+}
+
 /// Fresh-engine compiles per workload and thread count; `compile_ms` is their median.
 pub const COMPILE_REPEATS: usize = 5;
 
@@ -424,14 +667,12 @@ pub const COMPILE_REPEATS: usize = 5;
 /// memory of the first run, time the fused run and the copy floor. Errors become rows.
 /// Returns the row and the outputs of the last run (for `--dump-outputs`).
 pub fn run_workload(w: &Workload, threads: usize, opts: &BenchOptions) -> (BenchRow, Vec<Tensor>) {
+    if w.is_program() {
+        return program::run_program(w, threads, opts);
+    }
     let graph = match kiln_ops::build_op(&w.op, &w.params, &w.tensor_type()) {
         Ok(g) => g,
-        Err(e) => {
-            return (
-                BenchRow::empty(w, threads, Status::Skipped(format!("{}: {e}", w.op))),
-                Vec::new(),
-            )
-        }
+        Err(e) => return (BenchRow::empty(w, threads, skip_reason(w, e)), Vec::new()),
     };
     let input = match generate(w.dtype, &w.shape, w.seed) {
         Ok(t) => t,
@@ -439,16 +680,8 @@ pub fn run_workload(w: &Workload, threads: usize, opts: &BenchOptions) -> (Bench
     };
     let mut row = BenchRow::empty(w, threads, Status::Ok);
     row.input_checksum = checksum(&input);
-    let make_engine = || {
-        let engine = Engine::with_options(opts.compile.clone())
-            .with_threads(threads)
-            .with_window_doubling(opts.window_doubling)
-            .with_tiering(opts.tiering);
-        match opts.scratch_budget {
-            Some(b) => engine.with_scratch_budget(b),
-            None => engine,
-        }
-    };
+    row.input_checksums = vec![row.input_checksum];
+    let make_engine = || engine_for(threads, opts);
     // Compile times are single shots that vary between runs, so the graph is compiled
     // several times, each with a fresh engine, and the median is reported. Each compile's
     // background compile (tiered kernels) is waited for before the next starts, so that
@@ -544,11 +777,21 @@ pub fn run_workload(w: &Workload, threads: usize, opts: &BenchOptions) -> (Bench
         Err(e) => return failed(row, e),
     }
     outputs = bufs;
-    row.output_checksum = outputs.first().map(checksum).unwrap_or(0);
+    row.output_checksums = outputs.iter().map(checksum).collect();
+    row.output_checksum = row.output_checksums.first().copied().unwrap_or(0);
     let (fresh, warm) = copy_floor(row.in_bytes, row.out_bytes, threads, opts);
     row.floor = fresh;
     row.floor_warm = warm;
     (row, outputs)
+}
+
+/// The status of a workload whose operator did not build: skipped, with the workload's
+/// guard reason first when it has one.
+fn skip_reason(w: &Workload, e: impl std::fmt::Display) -> Status {
+    Status::Skipped(match &w.guard {
+        Some(g) => format!("{g}: {}: {e}", w.op),
+        None => format!("{}: {e}", w.op),
+    })
 }
 
 /// `row` marked as failed with `e`, and no outputs.
@@ -620,6 +863,42 @@ pub fn row_json(r: &BenchRow) -> json::Json {
         ),
         ("input_checksum", Json::str(r.input_checksum.to_string())),
         ("output_checksum", Json::str(r.output_checksum.to_string())),
+        (
+            "inputs",
+            Json::Arr(
+                w.inputs()
+                    .iter()
+                    .map(|i| {
+                        Json::obj([
+                            ("dtype", Json::str(i.dtype.name())),
+                            ("shape", dims(&i.shape)),
+                            ("seed", Json::Int(i.seed as i128)),
+                            ("gen", Json::str(i.gen.name())),
+                        ])
+                    })
+                    .collect(),
+            ),
+        ),
+        (
+            "input_checksums",
+            Json::Arr(
+                r.input_checksums
+                    .iter()
+                    .map(|c| Json::str(c.to_string()))
+                    .collect(),
+            ),
+        ),
+        (
+            "output_checksums",
+            Json::Arr(
+                r.output_checksums
+                    .iter()
+                    .map(|c| Json::str(c.to_string()))
+                    .collect(),
+            ),
+        ),
+        ("program", Json::Bool(w.is_program())),
+        ("first_call_ms", Json::opt_num(r.first_call_ms)),
     ])
 }
 
@@ -749,8 +1028,25 @@ mod tests {
         names.sort();
         names.dedup();
         assert_eq!(names.len(), ws.len());
-        assert!(ws.iter().all(|w| w.shape.len() == 4));
+        // Graph workloads take one [B, C, H, W] image; programs may take others.
+        assert!(ws
+            .iter()
+            .all(|w| w.is_program() || (w.shape.len() == 4 && w.extra.is_empty())));
         assert_eq!(ws[0].with_side(256).shape, vec![1, 1, 256, 256]);
+        let find = |n: &str| ws.iter().find(|w| w.name == n).unwrap().clone();
+        // --sizes resizes each family as its Scale says.
+        assert_eq!(
+            find("edt_128cube").with_side(16).shape,
+            vec![1, 1, 16, 16, 16]
+        );
+        let s = find("sinkhorn_d1024_b16").with_side(64);
+        let shapes: Vec<_> = s.inputs().iter().map(|i| i.shape.clone()).collect();
+        assert_eq!(shapes, vec![vec![16, 64], vec![16, 64], vec![64, 64]]);
+        let g = find("sinkhorn_grid32_b1_1000it").with_side(8);
+        let shapes: Vec<_> = g.inputs().iter().map(|i| i.shape.clone()).collect();
+        assert_eq!(shapes, vec![vec![1, 64], vec![1, 64], vec![64, 64]]);
+        let p = find("propagation_2048").with_side(32);
+        assert_eq!(p.extra[0].shape, vec![1, 1, 32, 32]);
     }
 
     #[test]

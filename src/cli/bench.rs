@@ -167,9 +167,10 @@ fn line(r: &BenchRow) -> String {
                 r.floor_ratio(),
                 r.time_reused.median,
                 r.time_reused.median / r.floor_warm.median,
-                match r.upgrade_compile_ms {
-                    Some(up) => format!("{:.2}+{up:.1}", r.compile_ms),
-                    None => format!("{:.2}", r.compile_ms),
+                match (r.first_call_ms, r.upgrade_compile_ms) {
+                    (Some(first), _) => format!("1st {first:.1}"),
+                    (None, Some(up)) => format!("{:.2}+{up:.1}", r.compile_ms),
+                    (None, None) => format!("{:.2}", r.compile_ms),
                 },
                 r.kernels,
                 mib(r.in_bytes + r.out_bytes),
@@ -194,13 +195,17 @@ pub fn run(a: BenchArgs) -> Result<ExitCode, CliError> {
     let workloads = select(&a)?;
     if a.list {
         for w in &workloads {
+            let inputs: Vec<String> = w
+                .inputs()
+                .iter()
+                .map(|i| format!("{:?}{:?}:{}", i.dtype, i.shape, i.gen.name()))
+                .collect();
             println!(
-                "{:<22} {} {} {} {:?}",
+                "{:<26} {} {} {}",
                 w.name,
                 w.op,
                 w.params_text(),
-                w.dtype,
-                w.shape
+                inputs.join(" ")
             );
         }
         return Ok(ExitCode::SUCCESS);
@@ -305,20 +310,28 @@ pub fn run(a: BenchArgs) -> Result<ExitCode, CliError> {
             if !quiet {
                 println!("{}", line(&row));
             }
-            if let (Some(dir), 0, Some(out)) = (&a.dump_outputs, ti, outputs.first()) {
+            if let (Some(dir), 0) = (&a.dump_outputs, ti) {
                 let suffix = if a.sizes.is_empty() {
                     String::new()
                 } else {
-                    format!("_{}", w.shape[3])
+                    format!("_{}", w.shape.last().copied().unwrap_or(0))
                 };
-                let path = dir.join(format!("{}{suffix}.npy", w.name));
-                write_npy(&path, out)?;
-                // Flushed to disk now: the kernel's writeback would otherwise run during the
-                // next compile (measured: opening 15x15's parallel compile took 6.0-6.2 ms
-                // right after a dump, 4.3-4.6 ms without one).
-                std::fs::File::open(&path)
-                    .and_then(|f| f.sync_all())
-                    .map_err(|e| CliError::Usage(format!("{}: {e}", path.display())))?;
+                // The first output is NAME.npy, further ones (programs) NAME.outK.npy.
+                for (k, out) in outputs.iter().enumerate() {
+                    let tag = if k == 0 {
+                        String::new()
+                    } else {
+                        format!(".out{k}")
+                    };
+                    let path = dir.join(format!("{}{suffix}{tag}.npy", w.name));
+                    write_npy(&path, out)?;
+                    // Flushed to disk now: the kernel's writeback would otherwise run during
+                    // the next compile (measured: opening 15x15's parallel compile took
+                    // 6.0-6.2 ms right after a dump, 4.3-4.6 ms without one).
+                    std::fs::File::open(&path)
+                        .and_then(|f| f.sync_all())
+                        .map_err(|e| CliError::Usage(format!("{}: {e}", path.display())))?;
+                }
             }
             rows.push(row);
         }
@@ -330,7 +343,8 @@ pub fn run(a: BenchArgs) -> Result<ExitCode, CliError> {
              /floor = median / floor; kiln*: fused run into the previous call's outputs \
              (run_into), /floor* = kiln* / floor*; compile: ms until the kernels run, median of 5 \
              compiles with fresh engines (+ ms of the background compile, for tiered kernels: \
-             bigger vector steps and the clean-input specialisations, in Cranelift, median); peak+: peak RSS \
+             bigger vector steps and the clean-input specialisations, in Cranelift, median; programs: \
+             `1st` = the first call, which compiles their graphs); peak+: peak RSS \
              above the level before the first run (MiB)"
         );
     }
