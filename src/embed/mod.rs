@@ -6,7 +6,9 @@
 //! caller's view, and [`Error`]. Arrays are read as scipy reads them: every axis is spatial
 //! unless [`Pipeline::axes`] names the spatial ones (kornia's `median_blur` reads the last
 //! two). Exactness: results are the fused kernels' bits, which equal the eager oracle's.
-//! Limits: inputs are copied once into kiln's storage.
+//! Inputs are read in place when their strides allow ([`input`]); the graph is built once
+//! per dtype, rank and shape class ([`Pipeline`]). Limits: negative strides are copied once;
+//! `run_into` copies the result into the caller's view.
 //!
 //! ```
 //! use kiln::{Mode, Op, Pipeline};
@@ -20,6 +22,7 @@
 pub mod distance;
 pub mod element;
 pub mod error;
+pub mod input;
 pub mod layout;
 pub mod morphology;
 pub mod op;
