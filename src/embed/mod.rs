@@ -1,8 +1,8 @@
 //! The embedding facade: typed operators run on `ndarray` arrays, with one error type.
 //!
 //! Scope: [`Op`] (an operator with scipy's or kornia's parameters as Rust values),
-//! [`Pipeline`] (a chain of ops compiled into fused kernels once per dtype and shape, the
-//! kernels once per rank), run on `ndarray` views, returning an `ArrayD` or writing into a
+//! [`Pipeline`] (a chain of ops compiled into fused kernels once per dtype, rank and shape
+//! class, the kernels once per rank), run on `ndarray` views, returning an `ArrayD` or writing into a
 //! caller's view, and [`Error`]. Arrays are read as scipy reads them: every axis is spatial
 //! unless [`Pipeline::axes`] names the spatial ones (kornia's `median_blur` reads the last
 //! two). Exactness: results are the fused kernels' bits, which equal the eager oracle's.

@@ -71,8 +71,8 @@ pub fn shared_engine() -> Arc<Engine> {
     ENGINE.get_or_init(|| Arc::new(Engine::new())).clone()
 }
 
-/// A chain of operators, applied in order, compiled once per dtype and shape and run on any
-/// array. Safe to share between threads.
+/// A chain of operators, applied in order, compiled once per dtype, rank and shape class
+/// (see the module docs) and run on any array. Safe to share between threads.
 ///
 /// ```
 /// use kiln::embed::{Op, Pipeline};
@@ -345,7 +345,8 @@ impl Pipeline {
     }
 
     /// A text dump of the chain compiled for an array of `dtype` and `shape`: the optimised
-    /// graph, the fused groups and each kernel.
+    /// graph, the fused groups and each kernel (of the graph compiled for the shape's class:
+    /// its node shapes are those of the first shape of the class seen).
     pub fn dump(&self, dtype: DType, shape: &[usize]) -> Result<String> {
         let layout = self.layout(shape)?;
         let c = self.compiled(dtype, &layout.kiln_shape)?;
