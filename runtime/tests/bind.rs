@@ -189,3 +189,61 @@ fn refused_shapes_and_unbindable_graphs_are_typed_errors() {
         NodeKind::AxisReduce { .. }
     ));
 }
+
+/// `run_bound_into_raw` writes the caller's memory: directly for stencil kernels, through a
+/// copy for a scan (line kernel) and for a graph whose output is its input; the bits are
+/// eager's. Bad destinations are typed errors.
+#[test]
+fn raw_outputs_are_written_in_place() {
+    let engine = Engine::new().with_threads(2);
+    let scan = |shape: &[usize]| {
+        let mut b = GraphBuilder::new();
+        let x = b.input(DType::F32, shape).unwrap();
+        let y = b.scan(x, 3, ReduceOp::Max).unwrap();
+        b.finish(&[y]).unwrap()
+    };
+    let identity = |shape: &[usize]| {
+        let mut b = GraphBuilder::new();
+        let x = b.input(DType::F32, shape).unwrap();
+        b.finish(&[x]).unwrap()
+    };
+    type Build = Box<dyn Fn(&[usize]) -> Graph>;
+    let graphs: [(&str, Build); 3] = [
+        ("stencil", Box::new(|s: &[usize]| chain(s, Border::Reflect))),
+        ("scan", Box::new(scan)),
+        ("identity", Box::new(identity)),
+    ];
+    for (name, build) in &graphs {
+        let compiled = engine.compile(&build(&[1, 2, 12, 9])).unwrap();
+        for (si, shape) in [[1usize, 2, 12, 9], [2, 1, 30, 11]].into_iter().enumerate() {
+            let x = window_data(&shape, 40 + si as u64, true);
+            let want = eager::run(&build(&shape), std::slice::from_ref(&x)).unwrap();
+            let mut out = vec![f32::from_bits(0x7fc0_1234); shape.iter().product()];
+            // SAFETY: `out` holds the input's element count of f32, is not read or written
+            // during the call and is distinct from `x`'s storage.
+            unsafe {
+                compiled
+                    .run_bound_into_raw(&engine, std::slice::from_ref(&x), out.as_mut_ptr().cast())
+                    .unwrap();
+            }
+            let got = kiln_runtime::Tensor::from_f32(out, &shape).unwrap();
+            assert_eq!(first_difference(&got, &want[0]), None, "{name} {shape:?}");
+        }
+    }
+    let compiled = engine.compile(&chain(&[1, 1, 9, 9], Border::Wrap)).unwrap();
+    let x = window_data(&[1, 1, 9, 9], 2, false);
+    let mut out = vec![0f32; 82];
+    // SAFETY: every call is rejected before anything is written.
+    unsafe {
+        let p: *mut u8 = out.as_mut_ptr().cast();
+        let one = std::slice::from_ref(&x);
+        assert!(compiled
+            .run_bound_into_raw(&engine, one, std::ptr::null_mut())
+            .is_err());
+        assert!(compiled.run_bound_into_raw(&engine, one, p.add(2)).is_err());
+        let other = window_data(&[1, 1, 5, 9], 2, false);
+        assert!(compiled
+            .run_bound_into_raw(&engine, std::slice::from_ref(&other), p)
+            .is_err());
+    }
+}

@@ -8,7 +8,7 @@
 //! two). Exactness: results are the fused kernels' bits, which equal the eager oracle's.
 //! Inputs are read in place when their strides allow ([`input`]); the graph is built once
 //! per dtype, rank and shape class ([`Pipeline`]). Limits: negative strides are copied once;
-//! `run_into` copies the result into the caller's view.
+//! `run_into` writes a row-major output directly, other layouts through one copy.
 //!
 //! ```
 //! use kiln::{Mode, Op, Pipeline};

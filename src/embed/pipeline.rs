@@ -14,8 +14,9 @@
 //! oracle; the facade only copies elements (bit for bit) in and out. Limits: the input is
 //! read in place when its strides allow (see [`super::input`]: negative strides and
 //! non-spatial axes that do not fold are copied once); a result `ArrayD` takes the
-//! kernel's output vector without a copy; `run_into` copies the result into the caller's
-//! view (one copy: the kernels write kiln-owned buffers). The graph cache holds at most
+//! kernel's output vector without a copy; `run_into` has the kernels write a row-major
+//! output view directly (`CompiledGraph::run_bound_into_raw`; stencil kernels, line and
+//! extern kernels through one copy) and copies the result into other layouts. The graph cache holds at most
 //! [`GRAPH_CACHE`] classes and is emptied when full.
 
 use std::collections::HashMap;
@@ -88,6 +89,7 @@ pub struct Pipeline {
     cache: Mutex<Graphs>,
     builds: AtomicUsize,
     copied_in: AtomicU64,
+    copied_out: AtomicU64,
 }
 
 impl Default for Pipeline {
@@ -126,6 +128,7 @@ impl Pipeline {
             cache: Mutex::new(Graphs::default()),
             builds: AtomicUsize::new(0),
             copied_in: AtomicU64::new(0),
+            copied_out: AtomicU64::new(0),
         }
     }
 
@@ -266,6 +269,12 @@ impl Pipeline {
         self.copied_in.load(Ordering::Relaxed)
     }
 
+    /// Bytes of results [`Pipeline::run_into`] copied into callers' views (0 while every
+    /// output view was row-major and written by the kernels directly).
+    pub fn output_bytes_copied(&self) -> u64 {
+        self.copied_out.load(Ordering::Relaxed)
+    }
+
     /// Runs the chain on `x` (any layout, read in place when its strides allow); returns a
     /// new array of `x`'s shape and dtype.
     pub fn run<T: Element>(&self, x: ArrayViewD<'_, T>) -> Result<ArrayD<T>> {
@@ -296,7 +305,9 @@ impl Pipeline {
     }
 
     /// Runs the chain on `x` and writes the result into `out`, which must have `x`'s shape
-    /// (any layout).
+    /// (any layout). A row-major `out` (in the order [`Pipeline::layout`] reads the axes) is
+    /// written by the kernels directly; any other layout through one copy
+    /// ([`Pipeline::output_bytes_copied`]).
     pub fn run_into<T: Element>(
         &self,
         x: ArrayViewD<'_, T>,
@@ -309,7 +320,34 @@ impl Pipeline {
                 x.shape()
             )));
         }
+        let layout = self.layout(x.shape())?;
+        let compiled = self.compiled(T::DTYPE, &layout.kiln_shape)?;
+        let mut o = out.view_mut().permuted_axes(layout.perm.clone());
+        if compiled.binding().is_some() && o.is_standard_layout() {
+            let (input, copied) = input_tensor(&x, &layout)?;
+            if copied {
+                let bytes = input.numel() * std::mem::size_of::<T>();
+                self.copied_in.fetch_add(bytes as u64, Ordering::Relaxed);
+            }
+            // SAFETY: `o` is the caller's exclusive borrow `out`, so nothing else reads or
+            // writes it during the call and it overlaps no element of `x` (a shared borrow);
+            // it is row-major over the kiln shape's order with exactly the input's element
+            // count, of `T`, the output's dtype (`compiled` checked that the chain keeps the
+            // dtype), aligned for `T` (bool is a byte written 0 or 1).
+            unsafe {
+                compiled.run_bound_into_raw(
+                    &self.engine,
+                    std::slice::from_ref(&input),
+                    o.as_mut_ptr().cast(),
+                )
+            }?;
+            return Ok(());
+        }
         let y = self.run(x)?;
+        self.copied_out.fetch_add(
+            (y.len() * std::mem::size_of::<T>()) as u64,
+            Ordering::Relaxed,
+        );
         out.assign(&y);
         Ok(())
     }

@@ -128,7 +128,7 @@ impl CompiledGraph {
     ) -> Result<Vec<Tensor>, RuntimeError> {
         let shape = self.bound_shape(inputs)?;
         self.check_memory(Some(&shape))?;
-        let none = vec![None; self.optimized.outputs.len()];
+        let none = (0..self.optimized.outputs.len()).map(|_| None).collect();
         engine.dispatch(self.work_at(Some(&shape)), &self.placement, || {
             self.run_inner(engine, inputs, none, Some(&shape))
         })
@@ -148,6 +148,48 @@ impl CompiledGraph {
         engine.dispatch(self.work_at(Some(&shape)), &self.placement, || {
             self.run_inner(engine, inputs, dest, Some(&shape))
         })
+    }
+
+    /// Like [`CompiledGraph::run_bound`] for a graph of one output, written into a
+    /// caller's memory: stencil kernels write it directly (no intermediate buffer), line
+    /// and extern kernels through one copy. Errors: as `run_bound`, a graph of several
+    /// outputs, a null or misaligned `out`.
+    ///
+    /// # Safety
+    /// `out` must point to as many writable elements of the output's dtype as the input
+    /// has, row-major, that nothing else reads or writes during the call and that overlap
+    /// no input's elements. Nothing of them is kept after the call.
+    pub unsafe fn run_bound_into_raw(
+        &self,
+        engine: &Engine,
+        inputs: &[Tensor],
+        out: *mut u8,
+    ) -> Result<(), RuntimeError> {
+        let shape = self.bound_shape(inputs)?;
+        let [o] = self.optimized.outputs.as_slice() else {
+            return Err(RuntimeError::Shape(format!(
+                "a raw output for a graph of {} outputs",
+                self.optimized.outputs.len()
+            )));
+        };
+        let dtype = self.optimized.node(*o).ty.dtype;
+        if out.is_null() || !(out as usize).is_multiple_of(dtype.size_bytes()) {
+            return Err(RuntimeError::Shape(format!(
+                "raw {dtype} output at a null or misaligned address"
+            )));
+        }
+        self.check_memory(Some(&shape))?;
+        let dest = vec![Some(super::dest::Dest::Raw {
+            ptr: super::out_ptr::OutPtr(out),
+            dtype,
+            len: shape.iter().product(),
+        })];
+        // The outputs (borrowed views of `out`) are dropped here, before the call returns.
+        engine
+            .dispatch(self.work_at(Some(&shape)), &self.placement, || {
+                self.run_inner(engine, inputs, dest, Some(&shape))
+            })
+            .map(drop)
     }
 
     /// The shape a bound run gives every node: the one input's, when admitted.

@@ -13,6 +13,7 @@
 //! independent lines (`line`).
 
 mod bind;
+mod dest;
 mod extern_line;
 mod line;
 mod out_ptr;
@@ -430,7 +431,7 @@ impl CompiledGraph {
     pub fn run(&self, engine: &Engine, inputs: &[Tensor]) -> Result<Vec<Tensor>, RuntimeError> {
         check_inputs(&self.optimized, inputs)?;
         self.check_memory(None)?;
-        let none = vec![None; self.optimized.outputs.len()];
+        let none = (0..self.optimized.outputs.len()).map(|_| None).collect();
         engine.dispatch(self.estimated_work(), &self.placement, || {
             self.run_inner(engine, inputs, none, None)
         })
@@ -462,7 +463,7 @@ impl CompiledGraph {
         &self,
         outputs: Vec<Tensor>,
         bound: Option<&[usize]>,
-    ) -> Result<Vec<Option<Storage>>, RuntimeError> {
+    ) -> Result<Vec<Option<dest::Dest>>, RuntimeError> {
         let g = &self.optimized;
         if outputs.len() != g.outputs.len() {
             return Err(RuntimeError::Shape(format!(
@@ -490,7 +491,7 @@ impl CompiledGraph {
                      with another tensor (a clone of it is alive)"
                 ))
             })?;
-            dest.push(Some(storage));
+            dest.push(Some(dest::Dest::Storage(storage)));
         }
         Ok(dest)
     }
@@ -521,7 +522,7 @@ impl CompiledGraph {
         &self,
         engine: &Engine,
         inputs: &[Tensor],
-        mut dest: Vec<Option<Storage>>,
+        mut dest: Vec<Option<dest::Dest>>,
         bound: Option<&[usize]>,
     ) -> Result<Vec<Tensor>, RuntimeError> {
         let scratch_budget = engine.tuning().scratch_budget;
@@ -550,7 +551,8 @@ impl CompiledGraph {
                     .get(gi)
                     .ok_or_else(|| RuntimeError::Shape(format!("no plan cache for group {gi}")))?;
                 let shape = bound.unwrap_or(&root.ty.shape);
-                let (out, blocks) = run_kernel(&kernel, args, shape, scratch_budget, reuse, plans)?;
+                let (out, blocks) =
+                    run_kernel_to(&kernel, args, shape, scratch_budget, reuse, plans)?;
                 clean_blocks.clean += blocks.clean;
                 clean_blocks.nonneg += blocks.nonneg;
                 clean_blocks.aborted += blocks.aborted;
@@ -559,9 +561,11 @@ impl CompiledGraph {
         )?;
         let mut outs = Vec::with_capacity(g.outputs.len());
         for (k, (t, &o)) in values.into_iter().zip(&g.outputs).enumerate() {
-            let fresh = match dest[k].take() {
+            let fresh = match dest[k].take().map(|d| d.fill_raw(&t)).transpose()? {
+                // A caller's memory no kernel wrote into: the copy is made.
+                Some(Ok(raw)) => raw,
                 // A buffer no kernel wrote into (an input, or a repeated output): a copy.
-                Some(mut storage) => {
+                Some(Err(mut storage)) => {
                     let c = t.to_contiguous();
                     // SAFETY: `c` is contiguous from its offset with the output's dtype and
                     // shape, and `storage` was checked to hold exactly that many elements of
@@ -631,6 +635,32 @@ pub(crate) fn run_kernel(
     reuse: Option<Storage>,
     plans: &stencil::RunCache,
 ) -> Result<(Tensor, stencil::CleanBlocks), RuntimeError> {
+    let reuse = reuse.map(dest::Dest::Storage);
+    run_kernel_to(kernel, args, shape, scratch_budget, reuse, plans)
+}
+
+/// [`run_kernel`] into `dest`: a stencil writes a caller's memory ([`dest::Dest::Raw`])
+/// directly, a line or extern kernel through a copy (then the result borrows it).
+fn run_kernel_to(
+    kernel: &CpuKernel,
+    args: &[Tensor],
+    shape: &[usize],
+    scratch_budget: usize,
+    dest: Option<dest::Dest>,
+    plans: &stencil::RunCache,
+) -> Result<(Tensor, stencil::CleanBlocks), RuntimeError> {
+    let (reuse, raw) = match dest {
+        Some(dest::Dest::Storage(s)) => (Some(s), None),
+        Some(raw) if matches!(kernel.body, CpuBody::Stencil(_)) => (None, Some(raw)),
+        Some(raw) => {
+            let (t, blocks) = run_kernel_to(kernel, args, shape, scratch_budget, None, plans)?;
+            let t = raw.fill_raw(&t)?.map_err(|_| {
+                RuntimeError::Shape("a raw destination turned into a storage".into())
+            })?;
+            return Ok((t, blocks));
+        }
+        None => (None, None),
+    };
     let k = &kernel.kernel;
     if args.len() != k.inputs.len() {
         return Err(RuntimeError::InputCount {
@@ -672,7 +702,7 @@ pub(crate) fn run_kernel(
                 args,
                 shape,
                 scratch_budget,
-                reuse,
+                raw.or(reuse.map(dest::Dest::Storage)),
                 plans,
             )
         }
