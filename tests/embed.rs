@@ -190,7 +190,8 @@ fn a_new_shape_reuses_the_compiled_kernels() {
         first,
         "no Cranelift compile for new shapes"
     );
-    assert_eq!(p.cached_graphs(), 3);
+    // Every shape here is large for a 3x3 chain: one graph for all (issue 26).
+    assert_eq!((p.cached_graphs(), p.graph_builds()), (1, 1));
 }
 
 #[test]

@@ -144,6 +144,12 @@ pub fn check_inputs(graph: &Graph, inputs: &[Tensor]) -> Result<(), RuntimeError
 /// changes any result. A graph whose nodes are inconsistent (possible only when it was not
 /// made by the builder) gives [`RuntimeError::Shape`] naming the node.
 pub fn run(graph: &Graph, inputs: &[Tensor]) -> Result<Vec<Tensor>, RuntimeError> {
+    // Borrowed tensors (`Tensor::from_raw_parts`, read in place by the fused engine) are
+    // copied first: the interpreter reads owned storage.
+    if inputs.iter().any(Tensor::is_borrowed) {
+        let owned: Vec<Tensor> = inputs.iter().map(Tensor::to_contiguous).collect();
+        return run(graph, &owned);
+    }
     check_inputs(graph, inputs)?;
     let n = graph.nodes.len();
     for &o in &graph.outputs {

@@ -6,6 +6,9 @@ use kiln_ir::{DType, Scalar};
 
 use crate::RuntimeError;
 
+mod borrowed;
+use borrowed::Borrowed;
+
 /// Typed backing storage. Bool is stored as bytes holding 0 or 1.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Storage {
@@ -145,12 +148,16 @@ impl Storage {
 
 /// A tensor: a strided view into shared storage. Strides are in elements and may be any
 /// non-negative values that keep every element inside the storage (checked on creation).
+/// A *borrowed* tensor ([`Tensor::from_raw_parts`]) reads a caller's memory in place
+/// instead; its storage is empty.
 #[derive(Clone, Debug)]
 pub struct Tensor {
     storage: Arc<Storage>,
     shape: Vec<usize>,
     strides: Vec<usize>,
     offset: usize,
+    /// The caller's element 0, for a borrowed tensor.
+    borrowed: Option<Borrowed>,
 }
 
 impl Tensor {
@@ -168,6 +175,7 @@ impl Tensor {
             strides: contiguous_strides(shape),
             shape: shape.to_vec(),
             offset: 0,
+            borrowed: None,
         })
     }
 
@@ -184,6 +192,7 @@ impl Tensor {
             strides: contiguous_strides(shape),
             shape: shape.to_vec(),
             offset: 0,
+            borrowed: None,
         }
     }
 
@@ -223,6 +232,7 @@ impl Tensor {
             shape: shape.to_vec(),
             strides: strides.to_vec(),
             offset,
+            borrowed: None,
         })
     }
 
@@ -259,7 +269,11 @@ impl Tensor {
     /// The storage itself, when this tensor is its only owner and views all of it
     /// row-major (offset 0, contiguous, no other elements); otherwise the tensor back.
     pub fn into_unique_storage(self) -> Result<Storage, Tensor> {
-        if self.offset != 0 || !self.is_contiguous() || self.storage.len() != self.numel() {
+        if self.borrowed.is_some()
+            || self.offset != 0
+            || !self.is_contiguous()
+            || self.storage.len() != self.numel()
+        {
             return Err(self);
         }
         let Tensor {
@@ -267,12 +281,14 @@ impl Tensor {
             shape,
             strides,
             offset,
+            borrowed,
         } = self;
         Arc::try_unwrap(storage).map_err(|storage| Tensor {
             storage,
             shape,
             strides,
             offset,
+            borrowed,
         })
     }
 
@@ -302,7 +318,11 @@ impl Tensor {
 
     /// The element at `index`.
     pub fn get(&self, index: &[usize]) -> Scalar {
-        self.storage.get(self.storage_index(index))
+        let i = self.storage_index(index);
+        match self.borrowed {
+            Some(b) => b.get(self.dtype(), i),
+            None => self.storage.get(i),
+        }
     }
 
     /// A view with axes permuted: axis `i` of the result is axis `perm[i]` of `self`.
@@ -323,6 +343,7 @@ impl Tensor {
             shape: perm.iter().map(|&p| self.shape[p]).collect(),
             strides: perm.iter().map(|&p| self.strides[p]).collect(),
             offset: self.offset,
+            borrowed: self.borrowed,
         })
     }
 
@@ -341,6 +362,16 @@ impl Tensor {
     /// A contiguous copy (or a clone sharing storage, when already contiguous with offset 0
     /// and exact storage length).
     pub fn to_contiguous(&self) -> Tensor {
+        if self.borrowed.is_some() {
+            let storage = self.contiguous_storage();
+            return Tensor {
+                storage: Arc::new(storage),
+                strides: contiguous_strides(&self.shape),
+                shape: self.shape.clone(),
+                offset: 0,
+                borrowed: None,
+            };
+        }
         if self.is_contiguous() && self.offset == 0 && self.storage.len() == self.numel() {
             return self.clone();
         }
@@ -356,6 +387,7 @@ impl Tensor {
             strides: contiguous_strides(&self.shape),
             shape: self.shape.clone(),
             offset: 0,
+            borrowed: None,
         }
     }
 
@@ -622,6 +654,9 @@ impl Tensor {
     /// caller copying views of one shape again and again does not allocate, and fault in,
     /// a new buffer each time. Any other `reuse` is dropped and a fresh buffer returned.
     pub fn contiguous_storage_in(&self, reuse: Option<Storage>) -> Storage {
+        if let Some(b) = self.borrowed {
+            return b.gather(self.dtype(), &self.shape, &self.strides, reuse);
+        }
         let (sh, st, off) = (&self.shape[..], &self.strides[..], self.offset);
         let n = self.numel();
         macro_rules! copy {

@@ -1,12 +1,14 @@
 //! The embedding facade: typed operators run on `ndarray` arrays, with one error type.
 //!
 //! Scope: [`Op`] (an operator with scipy's or kornia's parameters as Rust values),
-//! [`Pipeline`] (a chain of ops compiled into fused kernels once per dtype and shape, the
-//! kernels once per rank), run on `ndarray` views, returning an `ArrayD` or writing into a
+//! [`Pipeline`] (a chain of ops compiled into fused kernels once per dtype, rank and shape
+//! class, the kernels once per rank), run on `ndarray` views, returning an `ArrayD` or writing into a
 //! caller's view, and [`Error`]. Arrays are read as scipy reads them: every axis is spatial
 //! unless [`Pipeline::axes`] names the spatial ones (kornia's `median_blur` reads the last
 //! two). Exactness: results are the fused kernels' bits, which equal the eager oracle's.
-//! Limits: inputs are copied once into kiln's storage.
+//! Inputs are read in place when their strides allow ([`input`]); the graph is built once
+//! per dtype, rank and shape class ([`Pipeline`]). Limits: negative strides are copied once;
+//! `run_into` writes a row-major output directly, other layouts through one copy.
 //!
 //! ```
 //! use kiln::{Mode, Op, Pipeline};
@@ -20,6 +22,7 @@
 pub mod distance;
 pub mod element;
 pub mod error;
+pub mod input;
 pub mod layout;
 pub mod morphology;
 pub mod op;

@@ -2,17 +2,25 @@
 //! arrays.
 //!
 //! Scope: builds the chain's graph for an array's dtype and kiln shape (see [`Layout`]),
-//! compiles it with a shared [`Engine`], keeps the compiled graph per `(dtype, shape)` and
-//! runs it. The kernel form is shape-free, so a new shape of an already-seen rank and dtype
-//! rebuilds and re-fuses the small graph but hits the engine's kernel cache: Cranelift runs
-//! once per rank, dtype and chain. Exactness: the fused kernels are kiln's, bit-identical to
-//! the eager oracle; the facade only copies elements (bit for bit) in and out. Limits: the
-//! input is copied once into kiln's storage (kiln tensors own their storage); a result
-//! `ArrayD` takes the kernel's output vector without a copy; `run_into` copies the result
-//! into the caller's view. The graph cache holds at most [`GRAPH_CACHE`] shapes and is
-//! emptied when full.
+//! compiles it with a shared [`Engine`], keeps the compiled graph per dtype and *shape
+//! class* and runs it. A compiled graph is bound to the input's shape at run time
+//! ([`CompiledGraph::run_bound`]): the graph is built, optimised, fused and lowered once per
+//! dtype, rank and class, Cranelift runs once per kernel form (shape-free). The class of a
+//! shape (see [`kiln_runtime::fused::Binding`]): batch and channel extents never count; a
+//! spatial extent at least `2·M + 2` (`M` the chain's largest window offset along that
+//! axis) is *large* and any large extent shares the plan; a smaller extent is part of the
+//! key (the window-clipping passes depend on it). Chains whose graph does not bind are kept
+//! per exact shape. Exactness: the fused kernels are kiln's, bit-identical to the eager
+//! oracle; the facade only copies elements (bit for bit) in and out. Limits: the input is
+//! read in place when its strides allow (see [`super::input`]: negative strides and
+//! non-spatial axes that do not fold are copied once); a result `ArrayD` takes the
+//! kernel's output vector without a copy; `run_into` has the kernels write a row-major
+//! output view directly (`CompiledGraph::run_bound_into_raw`; stencil kernels, line and
+//! extern kernels through one copy) and copies the result into other layouts. The graph cache holds at most
+//! [`GRAPH_CACHE`] classes and is emptied when full.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
 use kiln_ir::{DType, Graph, GraphBuilder};
@@ -22,13 +30,41 @@ use ndarray::{ArrayD, ArrayViewD, ArrayViewMutD, IxDyn};
 
 use super::element::Element;
 use super::error::{Error, Result};
+use super::input::input_tensor;
 use super::layout::Layout;
 use super::op::{Mode, Op};
 
-/// The most `(dtype, shape)` entries a pipeline's graph cache holds.
+/// The most `(dtype, shape class)` entries a pipeline's graph cache holds.
 pub const GRAPH_CACHE: usize = 64;
 
-type Key = (DType, Vec<usize>);
+/// A cache key: the dtype and, per axis of the kiln shape, `None` for an extent that does not
+/// matter (batch, channel, large spatial extents) or the extent itself.
+type Key = (DType, Vec<Option<usize>>);
+
+/// The compiled graphs of a pipeline.
+#[derive(Default)]
+struct Graphs {
+    /// By dtype and shape class (see the module docs).
+    compiled: HashMap<Key, Arc<CompiledGraph>>,
+    /// By dtype and rank: the least large extent per spatial axis, from the first graph
+    /// built that binds.
+    large_from: HashMap<(DType, usize), Vec<usize>>,
+}
+
+impl Graphs {
+    /// The key of a kiln shape: its class under `large_from`, else the exact shape.
+    fn key(dtype: DType, shape: &[usize], large_from: Option<&Vec<usize>>) -> Key {
+        let class = match large_from {
+            Some(t) if t.len() + 2 == shape.len() => shape
+                .iter()
+                .enumerate()
+                .map(|(a, &n)| (a >= 2 && n < t[a - 2]).then_some(n))
+                .collect(),
+            _ => shape.iter().map(|&n| Some(n)).collect(),
+        };
+        (dtype, class)
+    }
+}
 
 /// The process-wide engine every [`Pipeline::new`] shares (one kernel cache, rayon's pool).
 pub fn shared_engine() -> Arc<Engine> {
@@ -36,8 +72,8 @@ pub fn shared_engine() -> Arc<Engine> {
     ENGINE.get_or_init(|| Arc::new(Engine::new())).clone()
 }
 
-/// A chain of operators, applied in order, compiled once per dtype and shape and run on any
-/// array. Safe to share between threads.
+/// A chain of operators, applied in order, compiled once per dtype, rank and shape class
+/// (see the module docs) and run on any array. Safe to share between threads.
 ///
 /// ```
 /// use kiln::embed::{Op, Pipeline};
@@ -50,7 +86,10 @@ pub struct Pipeline {
     ops: Vec<Op>,
     axes: Option<Vec<isize>>,
     engine: Arc<Engine>,
-    cache: Mutex<HashMap<Key, Arc<CompiledGraph>>>,
+    cache: Mutex<Graphs>,
+    builds: AtomicUsize,
+    copied_in: AtomicU64,
+    copied_out: AtomicU64,
 }
 
 impl Default for Pipeline {
@@ -86,7 +125,10 @@ impl Pipeline {
             ops: Vec::new(),
             axes: None,
             engine,
-            cache: Mutex::new(HashMap::new()),
+            cache: Mutex::new(Graphs::default()),
+            builds: AtomicUsize::new(0),
+            copied_in: AtomicU64::new(0),
+            copied_out: AtomicU64::new(0),
         }
     }
 
@@ -116,7 +158,7 @@ impl Pipeline {
     }
 
     fn cache_clear(&self) {
-        self.cache.lock().unwrap_or_else(|e| e.into_inner()).clear();
+        *self.lock() = Graphs::default();
     }
 
     fn min_spatial(&self) -> usize {
@@ -160,12 +202,26 @@ impl Pipeline {
     }
 
     /// The compiled chain for a kiln input of `dtype` and `kiln_shape`, from the cache or
-    /// freshly compiled.
+    /// freshly compiled: a graph compiled for this shape or one of its class (see the module
+    /// docs), so run it with [`CompiledGraph::run_bound`] when it binds.
     pub fn compiled(&self, dtype: DType, kiln_shape: &[usize]) -> Result<Arc<CompiledGraph>> {
-        let key = (dtype, kiln_shape.to_vec());
-        if let Some(c) = self.lock().get(&key) {
-            return Ok(c.clone());
+        {
+            let cache = self.lock();
+            let large_from = cache.large_from.get(&(dtype, kiln_shape.len()));
+            let runs_here = |c: &Arc<CompiledGraph>| match c.binding() {
+                Some(b) => b.admits(kiln_shape),
+                None => c.optimized.inputs[0].shape == kiln_shape,
+            };
+            for key in [
+                Graphs::key(dtype, kiln_shape, large_from),
+                Graphs::key(dtype, kiln_shape, None),
+            ] {
+                if let Some(c) = cache.compiled.get(&key).filter(|c| runs_here(c)) {
+                    return Ok(c.clone());
+                }
+            }
         }
+        self.builds.fetch_add(1, Ordering::Relaxed);
         let graph = self.graph(dtype, kiln_shape)?;
         let out_dtype = graph.node(graph.outputs[0]).ty.dtype;
         if out_dtype != dtype {
@@ -175,41 +231,63 @@ impl Pipeline {
         }
         let compiled = Arc::new(self.engine.compile(&graph)?);
         let mut cache = self.lock();
-        if cache.len() >= GRAPH_CACHE {
-            cache.clear();
+        if cache.compiled.len() >= GRAPH_CACHE {
+            cache.compiled.clear();
         }
-        cache.insert(key, compiled.clone());
+        let large_from = compiled.binding().map(|b| {
+            cache
+                .large_from
+                .entry((dtype, kiln_shape.len()))
+                .or_insert_with(|| b.large_from.clone())
+                .clone()
+        });
+        let key = Graphs::key(dtype, kiln_shape, large_from.as_ref());
+        cache.compiled.insert(key, compiled.clone());
         Ok(compiled)
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<Key, Arc<CompiledGraph>>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Graphs> {
         self.cache.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Number of compiled graphs held (one per dtype and shape seen).
+    /// Number of compiled graphs held (one per dtype and shape class seen).
     pub fn cached_graphs(&self) -> usize {
-        self.lock().len()
+        self.lock().compiled.len()
     }
 
-    /// Runs the chain on `x` (any layout); returns a new array of `x`'s shape and dtype.
+    /// How many times this pipeline built, optimised, fused and lowered its graph (once per
+    /// dtype, rank and shape class while the cache holds it; Cranelift runs only for kernel
+    /// forms the engine has not compiled).
+    pub fn graph_builds(&self) -> usize {
+        self.builds.load(Ordering::Relaxed)
+    }
+
+    /// Bytes of input this pipeline copied before running (0 while every input was read in
+    /// place; see [`super::input`]). The engine's own copies of views whose last axis is
+    /// strided are [`CompiledGraph::kept_input_copy_bytes`].
+    pub fn input_bytes_copied(&self) -> u64 {
+        self.copied_in.load(Ordering::Relaxed)
+    }
+
+    /// Bytes of results [`Pipeline::run_into`] copied into callers' views (0 while every
+    /// output view was row-major and written by the kernels directly).
+    pub fn output_bytes_copied(&self) -> u64 {
+        self.copied_out.load(Ordering::Relaxed)
+    }
+
+    /// Runs the chain on `x` (any layout, read in place when its strides allow); returns a
+    /// new array of `x`'s shape and dtype.
     pub fn run<T: Element>(&self, x: ArrayViewD<'_, T>) -> Result<ArrayD<T>> {
         let layout = self.layout(x.shape())?;
         let compiled = self.compiled(T::DTYPE, &layout.kiln_shape)?;
-        let data: Vec<T> = if layout.is_identity() {
-            match x.as_slice() {
-                Some(s) => s.to_vec(),
-                None => x.iter().copied().collect(),
-            }
-        } else {
-            x.view()
-                .permuted_axes(layout.perm.clone())
-                .iter()
-                .copied()
-                .collect()
-        };
-        let input = Tensor::from_storage(T::into_storage(data), &layout.kiln_shape)?;
-        let out = compiled
-            .run(&self.engine, &[input])?
+        // Borrows `x` when its strides allow; the run drops it before returning, while `x`
+        // is still borrowed by this call.
+        let (input, copied) = input_tensor(&x, &layout)?;
+        if copied {
+            let bytes = input.numel() * std::mem::size_of::<T>();
+            self.copied_in.fetch_add(bytes as u64, Ordering::Relaxed);
+        }
+        let out = run_compiled(&compiled, &self.engine, input)?
             .pop()
             .ok_or_else(|| Error::Internal("compiled chain returned no output".into()))?;
         let storage = out
@@ -227,7 +305,9 @@ impl Pipeline {
     }
 
     /// Runs the chain on `x` and writes the result into `out`, which must have `x`'s shape
-    /// (any layout).
+    /// (any layout). A row-major `out` (in the order [`Pipeline::layout`] reads the axes) is
+    /// written by the kernels directly; any other layout through one copy
+    /// ([`Pipeline::output_bytes_copied`]).
     pub fn run_into<T: Element>(
         &self,
         x: ArrayViewD<'_, T>,
@@ -240,7 +320,34 @@ impl Pipeline {
                 x.shape()
             )));
         }
+        let layout = self.layout(x.shape())?;
+        let compiled = self.compiled(T::DTYPE, &layout.kiln_shape)?;
+        let mut o = out.view_mut().permuted_axes(layout.perm.clone());
+        if compiled.binding().is_some() && o.is_standard_layout() {
+            let (input, copied) = input_tensor(&x, &layout)?;
+            if copied {
+                let bytes = input.numel() * std::mem::size_of::<T>();
+                self.copied_in.fetch_add(bytes as u64, Ordering::Relaxed);
+            }
+            // SAFETY: `o` is the caller's exclusive borrow `out`, so nothing else reads or
+            // writes it during the call and it overlaps no element of `x` (a shared borrow);
+            // it is row-major over the kiln shape's order with exactly the input's element
+            // count, of `T`, the output's dtype (`compiled` checked that the chain keeps the
+            // dtype), aligned for `T` (bool is a byte written 0 or 1).
+            unsafe {
+                compiled.run_bound_into_raw(
+                    &self.engine,
+                    std::slice::from_ref(&input),
+                    o.as_mut_ptr().cast(),
+                )
+            }?;
+            return Ok(());
+        }
         let y = self.run(x)?;
+        self.copied_out.fetch_add(
+            (y.len() * std::mem::size_of::<T>()) as u64,
+            Ordering::Relaxed,
+        );
         out.assign(&y);
         Ok(())
     }
@@ -276,7 +383,8 @@ impl Pipeline {
     }
 
     /// A text dump of the chain compiled for an array of `dtype` and `shape`: the optimised
-    /// graph, the fused groups and each kernel.
+    /// graph, the fused groups and each kernel (of the graph compiled for the shape's class:
+    /// its node shapes are those of the first shape of the class seen).
     pub fn dump(&self, dtype: DType, shape: &[usize]) -> Result<String> {
         let layout = self.layout(shape)?;
         let c = self.compiled(dtype, &layout.kiln_shape)?;
@@ -304,4 +412,17 @@ impl Op {
         }
         Pipeline::from(self.clone()).run(x)
     }
+}
+
+/// Runs `compiled` on `input`: bound to its shape when the graph binds (see
+/// [`CompiledGraph::run_bound`]), else at the shape it was compiled for.
+fn run_compiled(
+    compiled: &CompiledGraph,
+    engine: &Engine,
+    input: Tensor,
+) -> Result<Vec<kiln_runtime::Tensor>> {
+    Ok(match compiled.binding() {
+        Some(_) => compiled.run_bound(engine, &[input])?,
+        None => compiled.run(engine, &[input])?,
+    })
 }

@@ -95,7 +95,7 @@ pub(crate) fn run(
         let lines: usize = shape[..inner].iter().product();
         let per = lines.div_ceil(threads * 4).max(1);
         let task = |chunk: usize| {
-            let base = x.storage().as_ptr();
+            let base = x.data_ptr();
             let mut idx = vec![0usize; inner];
             for l in chunk * per..((chunk + 1) * per).min(lines) {
                 decode(l, &shape[..inner], &mut idx);
@@ -138,7 +138,7 @@ pub(crate) fn run(
         let chunks_per_line = width.div_ceil(chunk_w);
         let slots = line.carries.len().max(1) * LINE_CARRY_SLOT;
         let task = |t: usize| {
-            let base = x.storage().as_ptr();
+            let base = x.data_ptr();
             let (l, chunk) = (t / chunks_per_line, t % chunks_per_line);
             let c0 = chunk * chunk_w;
             let w = chunk_w.min(width - c0);

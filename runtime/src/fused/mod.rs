@@ -12,12 +12,15 @@
 //! output rows (`stencil`); scans and axis reductions run fold/combine functions over
 //! independent lines (`line`).
 
+mod bind;
+mod dest;
 mod extern_line;
 mod line;
 mod out_ptr;
 mod placement;
 mod stencil;
 mod tiers;
+pub use bind::Binding;
 #[doc(hidden)]
 pub use stencil::hooks as stencil_hooks;
 pub use stencil::SCRATCH_BUDGET;
@@ -254,7 +257,9 @@ impl Engine {
             upgrades.push(a.upgrade);
         }
         let plans = partition_plans(&partition);
+        let binding = Binding::of(graph, &optimized);
         Ok(CompiledGraph {
+            binding,
             optimized,
             partition,
             kernels,
@@ -344,6 +349,8 @@ pub struct CompiledGraph {
     plans: Vec<stencil::RunCache>,
     /// Timed runs on the calling thread: where small runs go (see `placement`).
     placement: Placement,
+    /// Which other input shapes the graph runs on ([`CompiledGraph::run_bound`]).
+    binding: Option<Binding>,
 }
 
 /// One empty plan cache per group of `partition`.
@@ -360,16 +367,25 @@ impl CompiledGraph {
     /// its kernel's instructions per element (stencil stages summed; 4 for a scan or
     /// reduction along an axis). About 20 ps per unit on the benchmark machine.
     pub fn estimated_work(&self) -> u64 {
+        self.work_at(None)
+    }
+
+    /// [`CompiledGraph::estimated_work`] with every group's output of shape `bound` when
+    /// given (a bound run, see [`CompiledGraph::run_bound`]).
+    fn work_at(&self, bound: Option<&[usize]>) -> u64 {
         let g = &self.optimized;
         self.partition
             .groups
             .iter()
             .zip(&self.kernels)
             .map(|(group, k)| {
-                let elems = g
-                    .nodes
-                    .get(group.root.index())
-                    .map_or(0, |n| n.ty.numel() as u64);
+                let elems = match bound {
+                    Some(shape) => shape.iter().product::<usize>() as u64,
+                    None => g
+                        .nodes
+                        .get(group.root.index())
+                        .map_or(0, |n| n.ty.numel() as u64),
+                };
                 let insts = match &k.kernel.body {
                     kiln_codegen::kernel::KernelBody::Stencil { stages } => {
                         stages.iter().map(|s| s.insts.len()).sum::<usize>()
@@ -414,6 +430,13 @@ impl CompiledGraph {
         self.plans.iter().map(|p| p.release_buffers()).sum()
     }
 
+    /// Bytes of the contiguous input copies runs keep: runs copy an input whose last axis is
+    /// strided (row functions read rows with unit stride); 0 when every run so far read its
+    /// inputs in place (a borrowed input too, see [`Tensor::from_raw_parts`]).
+    pub fn kept_input_copy_bytes(&self) -> usize {
+        self.plans.iter().map(|p| p.copy_bytes()).sum()
+    }
+
     /// Waits up to `timeout` for every background compile; returns whether all finished.
     /// Benchmarks call it so that they time the steady state.
     pub fn wait_for_upgrades(&self, timeout: Duration) -> bool {
@@ -427,10 +450,11 @@ impl CompiledGraph {
     /// Runs the kernels on `inputs` with `engine`'s threads; returns the graph's outputs as
     /// fresh contiguous tensors.
     pub fn run(&self, engine: &Engine, inputs: &[Tensor]) -> Result<Vec<Tensor>, RuntimeError> {
-        self.check_memory(inputs)?;
-        let none = vec![None; self.optimized.outputs.len()];
+        check_inputs(&self.optimized, inputs)?;
+        self.check_memory(None)?;
+        let none = (0..self.optimized.outputs.len()).map(|_| None).collect();
         engine.dispatch(self.estimated_work(), &self.placement, || {
-            self.run_inner(engine, inputs, none)
+            self.run_inner(engine, inputs, none, None)
         })
     }
 
@@ -446,7 +470,21 @@ impl CompiledGraph {
         inputs: &[Tensor],
         outputs: Vec<Tensor>,
     ) -> Result<Vec<Tensor>, RuntimeError> {
-        self.check_memory(inputs)?;
+        check_inputs(&self.optimized, inputs)?;
+        self.check_memory(None)?;
+        let dest = self.output_storages(outputs, None)?;
+        engine.dispatch(self.estimated_work(), &self.placement, || {
+            self.run_inner(engine, inputs, dest, None)
+        })
+    }
+
+    /// The storages `outputs` hand over for a run whose outputs have the graph's shapes, or
+    /// `bound` (see [`CompiledGraph::run_into`] for what each must be).
+    fn output_storages(
+        &self,
+        outputs: Vec<Tensor>,
+        bound: Option<&[usize]>,
+    ) -> Result<Vec<Option<dest::Dest>>, RuntimeError> {
         let g = &self.optimized;
         if outputs.len() != g.outputs.len() {
             return Err(RuntimeError::Shape(format!(
@@ -458,13 +496,14 @@ impl CompiledGraph {
         let mut dest = Vec::with_capacity(outputs.len());
         for (k, (t, &o)) in outputs.into_iter().zip(&g.outputs).enumerate() {
             let ty = &g.node(o).ty;
-            if t.dtype() != ty.dtype || t.shape() != ty.shape.as_slice() {
+            let shape = bound.unwrap_or(&ty.shape);
+            if t.dtype() != ty.dtype || t.shape() != shape {
                 return Err(RuntimeError::Shape(format!(
                     "output buffer {k} is {} {:?}, the output is {} {:?}",
                     t.dtype(),
                     t.shape(),
                     ty.dtype,
-                    ty.shape
+                    shape
                 )));
             }
             let storage = t.into_unique_storage().map_err(|_| {
@@ -473,21 +512,19 @@ impl CompiledGraph {
                      with another tensor (a clone of it is alive)"
                 ))
             })?;
-            dest.push(Some(storage));
+            dest.push(Some(dest::Dest::Storage(storage)));
         }
-        engine.dispatch(self.estimated_work(), &self.placement, || {
-            self.run_inner(engine, inputs, dest)
-        })
+        Ok(dest)
     }
 
-    /// Checks the inputs and that the run fits in memory: every materialised group output
-    /// alive at once, plus a contiguous copy of each input (strided inputs are copied before
-    /// the kernels run), as an upper bound of the peak.
-    fn check_memory(&self, inputs: &[Tensor]) -> Result<(), RuntimeError> {
-        check_inputs(&self.optimized, inputs)?;
+    /// Checks that the run fits in memory: every materialised group output alive at once,
+    /// plus a contiguous copy of each input (strided inputs are copied before the kernels
+    /// run), as an upper bound of the peak; every node of shape `bound` when given.
+    fn check_memory(&self, bound: Option<&[usize]>) -> Result<(), RuntimeError> {
         let g = &self.optimized;
         let bytes = |ty: &kiln_ir::TensorType| {
-            (ty.numel() as u64).saturating_mul(ty.dtype.size_bytes() as u64)
+            let numel = bound.map_or(ty.numel(), |s| s.iter().product());
+            (numel as u64).saturating_mul(ty.dtype.size_bytes() as u64)
         };
         let outputs: u64 = self
             .partition
@@ -506,7 +543,8 @@ impl CompiledGraph {
         &self,
         engine: &Engine,
         inputs: &[Tensor],
-        mut dest: Vec<Option<Storage>>,
+        mut dest: Vec<Option<dest::Dest>>,
+        bound: Option<&[usize]>,
     ) -> Result<Vec<Tensor>, RuntimeError> {
         let scratch_budget = engine.tuning().scratch_budget;
         let mut clean_blocks = stencil::CleanBlocks::default();
@@ -533,8 +571,9 @@ impl CompiledGraph {
                     .plans
                     .get(gi)
                     .ok_or_else(|| RuntimeError::Shape(format!("no plan cache for group {gi}")))?;
+                let shape = bound.unwrap_or(&root.ty.shape);
                 let (out, blocks) =
-                    run_kernel(&kernel, args, &root.ty.shape, scratch_budget, reuse, plans)?;
+                    run_kernel_to(&kernel, args, shape, scratch_budget, reuse, plans)?;
                 clean_blocks.clean += blocks.clean;
                 clean_blocks.nonneg += blocks.nonneg;
                 clean_blocks.aborted += blocks.aborted;
@@ -543,9 +582,11 @@ impl CompiledGraph {
         )?;
         let mut outs = Vec::with_capacity(g.outputs.len());
         for (k, (t, &o)) in values.into_iter().zip(&g.outputs).enumerate() {
-            let fresh = match dest[k].take() {
+            let fresh = match dest[k].take().map(|d| d.fill_raw(&t)).transpose()? {
+                // A caller's memory no kernel wrote into: the copy is made.
+                Some(Ok(raw)) => raw,
                 // A buffer no kernel wrote into (an input, or a repeated output): a copy.
-                Some(mut storage) => {
+                Some(Err(mut storage)) => {
                     let c = t.to_contiguous();
                     // SAFETY: `c` is contiguous from its offset with the output's dtype and
                     // shape, and `storage` was checked to hold exactly that many elements of
@@ -584,18 +625,19 @@ pub fn inputs_clean(args: &[Tensor]) -> bool {
             return false;
         }
         let (start, n) = (t.offset(), t.numel());
-        match &**t.storage() {
-            Storage::F32(v) if crate::inline::active() => v
-                .get(start..start + n)
+        let inline = crate::inline::active();
+        match t.dtype() {
+            kiln_ir::DType::F32 if inline => t
+                .f32_run(start, n)
                 .is_some_and(|s| s.chunks(CHUNK).all(cpu::clean_f32)),
-            Storage::F64(v) if crate::inline::active() => v
-                .get(start..start + n)
+            kiln_ir::DType::F64 if inline => t
+                .f64_run(start, n)
                 .is_some_and(|s| s.chunks(CHUNK).all(cpu::clean_f64)),
-            Storage::F32(v) => v
-                .get(start..start + n)
+            kiln_ir::DType::F32 => t
+                .f32_run(start, n)
                 .is_some_and(|s| s.par_chunks(CHUNK).all(cpu::clean_f32)),
-            Storage::F64(v) => v
-                .get(start..start + n)
+            kiln_ir::DType::F64 => t
+                .f64_run(start, n)
                 .is_some_and(|s| s.par_chunks(CHUNK).all(cpu::clean_f64)),
             _ => true,
         }
@@ -614,6 +656,32 @@ pub(crate) fn run_kernel(
     reuse: Option<Storage>,
     plans: &stencil::RunCache,
 ) -> Result<(Tensor, stencil::CleanBlocks), RuntimeError> {
+    let reuse = reuse.map(dest::Dest::Storage);
+    run_kernel_to(kernel, args, shape, scratch_budget, reuse, plans)
+}
+
+/// [`run_kernel`] into `dest`: a stencil writes a caller's memory ([`dest::Dest::Raw`])
+/// directly, a line or extern kernel through a copy (then the result borrows it).
+fn run_kernel_to(
+    kernel: &CpuKernel,
+    args: &[Tensor],
+    shape: &[usize],
+    scratch_budget: usize,
+    dest: Option<dest::Dest>,
+    plans: &stencil::RunCache,
+) -> Result<(Tensor, stencil::CleanBlocks), RuntimeError> {
+    let (reuse, raw) = match dest {
+        Some(dest::Dest::Storage(s)) => (Some(s), None),
+        Some(raw) if matches!(kernel.body, CpuBody::Stencil(_)) => (None, Some(raw)),
+        Some(raw) => {
+            let (t, blocks) = run_kernel_to(kernel, args, shape, scratch_budget, None, plans)?;
+            let t = raw.fill_raw(&t)?.map_err(|_| {
+                RuntimeError::Shape("a raw destination turned into a storage".into())
+            })?;
+            return Ok((t, blocks));
+        }
+        None => (None, None),
+    };
     let k = &kernel.kernel;
     if args.len() != k.inputs.len() {
         return Err(RuntimeError::InputCount {
@@ -655,7 +723,7 @@ pub(crate) fn run_kernel(
                 args,
                 shape,
                 scratch_budget,
-                reuse,
+                raw.or(reuse.map(dest::Dest::Storage)),
                 plans,
             )
         }
@@ -684,6 +752,15 @@ pub(crate) fn run_kernel(
                 expected: 1,
                 got: 0,
             })?;
+            // Extern functions read lines as slices of owned storage: a borrowed input is
+            // copied for them.
+            let owned;
+            let x = if x.is_borrowed() {
+                owned = x.to_contiguous();
+                &owned
+            } else {
+                x
+            };
             let out = extern_line::run(x, call, shape, reuse)?;
             Ok((out, stencil::CleanBlocks::default()))
         }

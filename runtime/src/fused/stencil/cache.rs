@@ -49,6 +49,14 @@ pub struct RunCache {
 }
 
 impl RunCache {
+    /// Bytes of the input copies kept (each made for an input whose last axis is strided).
+    pub(crate) fn copy_bytes(&self) -> usize {
+        lock(&self.copies)
+            .iter()
+            .map(|b| b.len() * b.dtype().size_bytes())
+            .sum()
+    }
+
     /// Frees the kept scratch pools and input copies (the block plans stay: they are small);
     /// returns the bytes freed.
     pub(crate) fn release_buffers(&self) -> usize {

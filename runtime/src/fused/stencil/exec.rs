@@ -113,7 +113,7 @@ impl Job<'_> {
                         // SAFETY: `elem + t.offset()` is the storage index of element
                         // (coords, column 0) of `t`, all coords in range (remapped), so it is
                         // inside the storage (checked when the view was created).
-                        let ptr = unsafe { t.storage().as_ptr().add((t.offset() + elem) * es) };
+                        let ptr = unsafe { t.data_ptr().add((t.offset() + elem) * es) };
                         Target::Input {
                             ptr,
                             stride: strides[outer] as i64,

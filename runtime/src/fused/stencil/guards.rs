@@ -26,8 +26,8 @@ use kiln_codegen::kernel::Source;
 use super::cache::Scratch;
 use super::exec::Target;
 use super::{Job, OutPtr};
-use crate::tensor::Storage;
 use crate::RuntimeError;
+use kiln_ir::DType;
 
 /// A stencil kernel's guarded variants (see `kiln_codegen::cpu::Guard`): per guard, the
 /// stages of the variant compiled under it, if any.
@@ -238,9 +238,9 @@ impl Job<'_> {
     pub(super) fn input_rows_purity(&self, n: usize, r0: usize, r1: usize) -> Purity {
         let t = &self.inputs[n];
         let w = self.width;
-        let purity = |at: usize, len: usize| match &**t.storage() {
-            Storage::F32(v) => v.get(at..at + len).map_or(Purity::Unclean, f32_purity),
-            Storage::F64(v) => match v.get(at..at + len).is_some_and(clean_f64) {
+        let purity = |at: usize, len: usize| match t.dtype() {
+            DType::F32 => t.f32_run(at, len).map_or(Purity::Unclean, f32_purity),
+            DType::F64 => match t.f64_run(at, len).is_some_and(clean_f64) {
                 true => Purity::Clean,
                 false => Purity::Unclean,
             },

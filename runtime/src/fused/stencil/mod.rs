@@ -206,7 +206,7 @@ pub(crate) fn run(
     inputs: &[Tensor],
     shape: &[usize],
     scratch_budget: usize,
-    reuse: Option<Storage>,
+    reuse: Option<super::dest::Dest>,
     plans: &RunCache,
 ) -> Result<(Tensor, CleanBlocks), RuntimeError> {
     validate(stages, dtypes, inputs, shape)?;
@@ -291,14 +291,25 @@ pub(crate) fn run(
     };
     let out_dtype = dtypes[dtypes.len() - 1];
     let len = rows * width;
+    use super::dest::Dest;
     let mut buf = match reuse {
         None => OutBuf::with_capacity(out_dtype, len),
-        Some(s) if s.dtype() == out_dtype && s.len() == len => OutBuf::from_storage(s),
-        Some(s) => {
+        Some(Dest::Storage(s)) if s.dtype() == out_dtype && s.len() == len => {
+            OutBuf::from_storage(s)
+        }
+        Some(Dest::Raw { ptr, dtype, len: n }) if dtype == out_dtype && n == len => {
+            OutBuf::Raw(ptr)
+        }
+        Some(Dest::Storage(s)) => {
             return Err(RuntimeError::Shape(format!(
                 "output buffer of {} {} elements for a {out_dtype} output of {len}",
                 s.len(),
                 s.dtype()
+            )))
+        }
+        Some(Dest::Raw { dtype, len: n, .. }) => {
+            return Err(RuntimeError::Shape(format!(
+                "output buffer of {n} {dtype} elements for a {out_dtype} output of {len}"
             )))
         }
     };
@@ -320,12 +331,17 @@ pub(crate) fn run(
             |lease, b| do_block(&mut lease.pool, b),
         )?;
     }
-    // SAFETY: the blocks partition the rows `0..rows`, and every block wrote each of its
-    // rows in full (a row function writes all `width` columns), so all `len` elements are
-    // initialised; bools are written as 0/1 bytes.
-    let storage = unsafe { buf.assume_init(len) };
     let counts = CleanBlocks::from_counts(&job.counts);
-    Ok((Tensor::from_storage(storage, shape)?, counts))
+    let out = match buf {
+        // SAFETY: as below, every element was written; the caller's memory stays valid
+        // and unwritten while the run (which keeps no output past its return) lives.
+        OutBuf::Raw(p) => unsafe { Dest::raw_tensor(p, out_dtype, shape)? },
+        // SAFETY: the blocks partition the rows `0..rows`, and every block wrote each of its
+        // rows in full (a row function writes all `width` columns), so all `len` elements
+        // are initialised; bools are written as 0/1 bytes.
+        buf => Tensor::from_storage(unsafe { buf.assume_init(len) }, shape)?,
+    };
+    Ok((out, counts))
 }
 
 /// Output storage allocated without zeroing (every element is written by the kernel).
@@ -336,6 +352,8 @@ enum OutBuf {
     Bool(Vec<u8>),
     /// The other integer dtypes: zero-filled storage of the full length (overwritten).
     Other(Storage),
+    /// A caller's memory of the full length (see `Dest::Raw`).
+    Raw(OutPtr),
 }
 
 impl OutBuf {
@@ -368,6 +386,7 @@ impl OutBuf {
             OutBuf::F64(v) => v.as_mut_ptr() as *mut u8,
             OutBuf::U8(v) | OutBuf::Bool(v) => v.as_mut_ptr(),
             OutBuf::Other(s) => s.as_mut_ptr(),
+            OutBuf::Raw(p) => p.get(),
         }
     }
 
@@ -398,6 +417,8 @@ impl OutBuf {
                 }
                 // Initialised already (zeroed or an existing storage); `len` is its length.
                 OutBuf::Other(s) => s,
+                // Never asked for (`run` makes a borrowed tensor of it instead).
+                OutBuf::Raw(_) => Storage::zeros(DType::U8, 0),
             }
         }
     }
