@@ -7,7 +7,7 @@
 //! values (so `-0 < +0`, `-Inf` lowest, `+Inf` highest) — exactly the order of
 //! `kiln_ir::semantics::{min_f32, max_f32, ..}`, the comparators of every network. NaN is
 //! never ordered: the networks' min/max absorb it, so the callers treat it apart
-//! ([`is_nan`]). Limits: none; bool is 0/1.
+//! (`is_nan`). Limits: none; bool is 0/1.
 
 use kiln_ir::semantics::{order_key_f32, order_key_f64};
 use kiln_ir::{DType, Scalar};

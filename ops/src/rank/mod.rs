@@ -3,7 +3,7 @@
 //!
 //! Scope: up to [`crate::median::MAX_SELECTION_WINDOW`] values a window is a graph (gathers
 //! feeding a pruned selection network, [`crate::median::select_rank`]), which fuses with
-//! its neighbours and is fastest there. Above it the operator is a [`Program`]
+//! its neighbours and is fastest there. Above it the operator is a [`Program`](crate::Program)
 //! ([`RankProgram`]) returned by [`crate::build_plan`]: a network of n·log²n comparators
 //! per point no longer compiles in reasonable time, while a sliding histogram costs
 //! `O(rows · log K)` per point whatever the width. A program rather than an IR node: the
@@ -13,10 +13,10 @@
 //! form, two renderers and an eager interpreter for a stage nothing fuses with.
 //!
 //! Exactness: both paths of the program compute the network's selection bit for bit.
-//! `Exec::Eager` sorts each window ([`reference`]), `Exec::Fused` slides histograms
+//! `Exec::Eager` sorts each window ([`mod@reference`]), `Exec::Fused` slides histograms
 //! ([`sliding`]); both order values by the same order keys ([`keys`], the networks'
 //! comparator order: `-0 < +0`, integers by value) and apply the networks' NaN rules
-//! ([`decide`]): the networks' min/max absorb NaN and every input reaches the selected wire,
+//! (`decide`): the networks' min/max absorb NaN and every input reaches the selected wire,
 //! so a NaN anywhere in a window of ≥ 2 values gives the canonical NaN, and a one-value
 //! window is a move that keeps the bits. The tests force the program onto small windows and
 //! compare it with the network graph over dtypes, borders, footprints, origins and shapes.

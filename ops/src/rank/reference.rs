@@ -4,7 +4,7 @@
 //! `o` of the footprint, each read through the border rule (`kiln_ir::semantics::
 //! remap_index` per axis, the constant when any axis falls outside under a constant
 //! border), over every `[B, C]` plane. Exactness: a plain sort of order keys
-//! ([`super::keys`]), then the NaN rules of the selection networks ([`super::decide`]).
+//! ([`super::keys`]), then the NaN rules of the selection networks (`super::decide`).
 //! It shares no code with the sliding histogram but those rules and the keys, so comparing
 //! the two is a real test. Limits: `O(n log n)` per point — the oracle, not a fast path.
 

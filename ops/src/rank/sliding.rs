@@ -22,7 +22,7 @@
 //! multiplicity, i.e. the `rank`-th smallest key of the window, mapped back to its value;
 //! keys are a bijection on non-NaN values monotone in the networks' order
 //! ([`super::keys`]), so the value is the network's selection bit for bit. The NaN rules
-//! are [`super::decide`]'s, applied through the poison count. A one-entry window is a plain
+//! are `super::decide`'s, applied through the poison count. A one-entry window is a plain
 //! move (it keeps NaN payloads) and is served by the reference, which is exact and `O(1)`
 //! per point there.
 //!
