@@ -6,7 +6,11 @@
 //! in the input dtype (cval converted to it), widened to f64, `-s` (erosion) or `+s`
 //! (dilation) added in f64, the min/max taken in f64 and the result converted back to the
 //! input dtype. Here each structure entry is one `gather` + f64 add, folded with the lattice
-//! min/max, then one cast: the same roundings in the same order. The derived operators
+//! min/max, then one cast: the same roundings in the same order. Past
+//! `footprint::CHUNK_READS` (128) entries the fold is cut into chunks, each materialised
+//! through an identity line and so a kernel of its own, then combined pointwise: the
+//! lattice min/max is associative and commutative, so the bits do not change and no stage
+//! grows with the structure (a 71x71 structure is 40 kernels, not one refused stage). The derived operators
 //! then compute in the input dtype as numpy does: `x - opening`, `closing - x`, `dil - ero`,
 //! `((dil + ero) - x) - x`, wrapping for integers; the tophats use XOR on bool.
 //!
@@ -16,6 +20,7 @@
 //! depends on the entry) are not reproduced yet, so u8 and bool are refused. The gradient and laplace refuse bool
 //! input (numpy refuses bool subtraction).
 
+use kiln_ir::passes::footprint::{identity_line, CHUNK_READS};
 use kiln_ir::{BinaryOp, Border, DType, GraphBuilder, NodeId, Scalar};
 
 use crate::error::OpError;
@@ -97,8 +102,19 @@ fn grey_stage(
             ),
         });
     }
+    // Past CHUNK_READS entries the fold is cut into chunks, each materialised through an
+    // identity line (a kernel of its own), so no stage grows with the structure; the lattice
+    // min/max is associative and commutative (NaN absorbing, -0 < +0), so the chunked fold
+    // has the unchunked one's bits.
+    let chunked = fp.offsets.len() > CHUNK_READS;
+    let combiner = if dilate { BinaryOp::Max } else { BinaryOp::Min };
     let mut acc: Option<NodeId> = None;
-    for (off, (&s, _)) in fp.offsets.iter().zip(active) {
+    let mut parts: Vec<NodeId> = Vec::new();
+    for (i, (off, (&s, _))) in fp.offsets.iter().zip(active).enumerate() {
+        if chunked && i > 0 && i % CHUNK_READS == 0 {
+            let part = acc.take().expect("a chunk has an entry");
+            parts.push(b.line(part, identity_line())?);
+        }
         let g = b.gather(x, off, border)?;
         // scipy: the value widened to f64, the structure value added in f64.
         let g = if ty.dtype == DType::F64 {
@@ -110,10 +126,32 @@ fn grey_stage(
         let t = b.binary(BinaryOp::Add, g, c)?;
         acc = Some(match acc {
             None => t,
-            Some(a) => b.binary(if dilate { BinaryOp::Max } else { BinaryOp::Min }, a, t)?,
+            Some(a) => b.binary(combiner, a, t)?,
         });
     }
-    let acc = acc.expect("a resolved window has at least one entry");
+    let mut acc = acc.expect("a resolved window has at least one entry");
+    if chunked {
+        parts.push(b.line(acc, identity_line())?);
+        // The parts combined pointwise, CHUNK_READS at a time, as a tree of kernels.
+        loop {
+            let mut next = Vec::new();
+            for chunk in parts.chunks(CHUNK_READS) {
+                let mut a = chunk[0];
+                for &p in &chunk[1..] {
+                    a = b.binary(combiner, a, p)?;
+                }
+                next.push(a);
+            }
+            if next.len() == 1 {
+                acc = next[0];
+                break;
+            }
+            parts = next
+                .into_iter()
+                .map(|p| b.line(p, identity_line()))
+                .collect::<Result<_, _>>()?;
+        }
+    }
     Ok(if ty.dtype == DType::F32 {
         b.cast(acc, ty.dtype)?
     } else {

@@ -115,8 +115,8 @@ def _progress_during(call):
     return t1 - t0, any(t0 + margin < s < t1 - margin for s in stamps)
 
 
-@pytest.mark.parametrize("which", ["sinkhorn", "edt", "propagation", "chain"])
-def test_gil_is_released(which):
+def _gil_call(which, scale):
+    """One native call of `which`, `scale` times the base problem size."""
     import kiln.ot as kot
 
     rng = np.random.default_rng(40)
@@ -124,25 +124,38 @@ def test_gil_is_released(which):
         n = 160
         a = np.full(n, 1.0 / n)
         M = rng.random((n, n))
-        call = lambda: kot.sinkhorn(a, a, M, 1.0, numItermax=3000, stopThr=0.0)  # noqa: E731
-    elif which == "edt":
-        x = rng.random((1500, 1500)) < 0.999
-        call = lambda: [kn.distance_transform_edt(x, return_indices=True) for _ in range(3)]  # noqa: E731
-    elif which == "propagation":
-        m = np.zeros((1200, 1200), bool)
+        iters = 3000 * scale
+        return lambda: kot.sinkhorn(a, a, M, 1.0, numItermax=iters, stopThr=0.0)
+    if which == "edt":
+        side = int(1500 * scale**0.5)
+        x = rng.random((side, side)) < 0.999
+        return lambda: kn.distance_transform_edt(x, return_indices=True)
+    if which == "propagation":
+        side = int(1200 * scale**0.5)
+        m = np.zeros((side, side), bool)
         m[::2, :] = True
         m[1::4, -1] = True
         m[3::4, 0] = True  # a snake: propagation takes many passes
         seed = np.zeros_like(m)
         seed[0, 0] = True
-        call = lambda: kn.binary_propagation(seed, mask=m)  # noqa: E731
-    else:
-        x = rng.random((2000, 2000)).astype(np.float32)
-        call = lambda: [kn.median_filter(x, 7) for _ in range(4)]  # noqa: E731
-    call()  # compile outside the measurement
-    took, progressed = _progress_during(call)
+        return lambda: kn.binary_propagation(seed, mask=m)
+    side = int(2000 * scale**0.5)
+    x = rng.random((side, side)).astype(np.float32)
+    return lambda: kn.median_filter(x, 7)
+
+
+@pytest.mark.parametrize("which", ["sinkhorn", "edt", "propagation", "chain"])
+def test_gil_is_released(which):
+    # ONE native call must last long enough to observe (several short calls would let this
+    # thread in between them even with the GIL held): the problem grows until it does.
+    for scale in (1, 2, 4, 8, 16, 32, 64):
+        call = _gil_call(which, scale)
+        call()  # compile outside the measurement
+        took, progressed = _progress_during(call)
+        if took >= 0.15:
+            break
     if took < 0.1:
-        print(f"SKIP: the {which} call took {took:.3f}s, too short to observe")
+        print(f"SKIP: the {which} call took {took:.3f}s even at 64x size, too short to observe")
         pytest.skip(f"{which} call too short ({took:.3f}s) to observe the GIL")
     assert progressed, f"no Python progress during a {took:.2f}s {which} call: GIL held"
 

@@ -286,8 +286,8 @@ pub const CHUNK_READS: usize = 128;
 /// A line that outputs its input unchanged (no carries, `y = x`), along the first spatial
 /// axis: a materialisation point, so the chunk it reads is the
 /// root of a kernel of its own (fusion rule 2) instead of growing the final stage. Exact:
-/// a move of every element.
-fn identity_line() -> LineProgram {
+/// a move of every element. Also used by the non-flat grey structures (kiln-ops).
+pub fn identity_line() -> LineProgram {
     LineProgram {
         axis: 2,
         backward: false,
