@@ -10,6 +10,9 @@
 //! histograms). Limits: the data is what the script generated (no NaN, no -0); it runs no
 //! Python.
 
+mod common;
+
+use common::manifest::{promote, Case};
 use std::path::{Path, PathBuf};
 
 use kiln_ir::{Scalar, TensorType};
@@ -22,46 +25,8 @@ fn golden_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/golden/rank_large")
 }
 
-/// `[S1..Sd]` as a `[1, 1, S1..Sd]` view of the same storage.
-fn promote(t: Tensor) -> Tensor {
-    let mut shape = vec![1, 1];
-    shape.extend_from_slice(t.shape());
-    let mut strides = vec![t.numel(), t.numel()];
-    strides.extend_from_slice(t.strides());
-    Tensor::from_parts(t.storage().clone(), &shape, &strides, t.offset()).expect("valid view")
-}
-
-struct Case {
-    name: String,
-    op: String,
-    input: String,
-    params: Vec<(String, String)>,
-}
-
 fn manifest() -> Vec<Case> {
-    let text = std::fs::read_to_string(golden_dir().join("manifest.txt"))
-        .expect("tests/golden/rank_large/manifest.txt (run scripts/gold_rank_large.py)");
-    text.lines()
-        .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
-        .map(|l| {
-            let mut it = l.split_whitespace();
-            let name = it.next().expect("case name").to_string();
-            let op = it.next().expect("op name").to_string();
-            let input = it.next().expect("input file").to_string();
-            let params = it
-                .map(|p| {
-                    let (k, v) = p.split_once('=').expect("name=value");
-                    (k.to_string(), v.to_string())
-                })
-                .collect();
-            Case {
-                name,
-                op,
-                input,
-                params,
-            }
-        })
-        .collect()
+    common::manifest::read(&golden_dir(), "scripts/gold_rank_large.py")
 }
 
 /// The first element whose bits differ, as a message.
@@ -96,7 +61,7 @@ fn every_large_window_golden_matches_scipy_eager_and_fused() {
     let dir = golden_dir();
     let mut failures = Vec::new();
     for c in &cases {
-        let x = promote(read_npy(dir.join(&c.input)).expect("input"));
+        let x = promote(read_npy(dir.join(c.input())).expect("input"));
         let want = promote(read_npy(dir.join(format!("{}.out.npy", c.name))).expect("output"));
         let ty = TensorType {
             dtype: x.dtype(),
