@@ -20,7 +20,7 @@
 //! depends on the entry) are not reproduced yet, so u8 and bool are refused. The gradient and laplace refuse bool
 //! input (numpy refuses bool subtraction).
 
-use kiln_ir::passes::footprint::{identity_line, CHUNK_READS};
+use kiln_ir::passes::footprint::{combine_parts, identity_line, CHUNK_READS};
 use kiln_ir::{BinaryOp, Border, DType, GraphBuilder, NodeId, Scalar};
 
 use crate::error::OpError;
@@ -132,25 +132,7 @@ fn grey_stage(
     let mut acc = acc.expect("a resolved window has at least one entry");
     if chunked {
         parts.push(b.line(acc, identity_line())?);
-        // The parts combined pointwise, CHUNK_READS at a time, as a tree of kernels.
-        loop {
-            let mut next = Vec::new();
-            for chunk in parts.chunks(CHUNK_READS) {
-                let mut a = chunk[0];
-                for &p in &chunk[1..] {
-                    a = b.binary(combiner, a, p)?;
-                }
-                next.push(a);
-            }
-            if next.len() == 1 {
-                acc = next[0];
-                break;
-            }
-            parts = next
-                .into_iter()
-                .map(|p| b.line(p, identity_line()))
-                .collect::<Result<_, _>>()?;
-        }
+        acc = combine_parts(b, parts, combiner)?;
     }
     Ok(if ty.dtype == DType::F32 {
         b.cast(acc, ty.dtype)?

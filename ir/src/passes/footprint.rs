@@ -55,7 +55,7 @@ use std::collections::BTreeMap;
 
 use crate::builder::GraphBuilder;
 use crate::error::BuildError;
-use crate::graph::{Footprint, NodeId, ReduceOp};
+use crate::graph::{BinaryOp, Footprint, NodeId, ReduceOp};
 use crate::line::{LineKeep, LineProgram};
 use crate::types::Border;
 
@@ -259,24 +259,35 @@ impl Runs<'_> {
             let part = self.combine(chunk)?;
             parts.push(self.b.line(part, identity_line())?);
         }
-        // The parts are combined pointwise, CHUNK_READS at a time, as a tree of kernels.
-        loop {
-            let mut next = Vec::new();
-            for chunk in parts.chunks(CHUNK_READS) {
-                let mut acc = chunk[0];
-                for &p in &chunk[1..] {
-                    acc = self.b.binary(self.op.combiner(), acc, p)?;
-                }
-                next.push(acc);
+        combine_parts(self.b, parts, self.op.combiner())
+    }
+}
+
+/// Materialised `parts` (at least one) combined pointwise with `op`, [`CHUNK_READS`] at a
+/// time, as a tree of kernels (each level's results materialised through identity lines).
+/// Exact for the lattice min/max and and/or: associative and commutative. Also used by the
+/// non-flat grey structures (kiln-ops).
+pub fn combine_parts(
+    b: &mut GraphBuilder,
+    mut parts: Vec<NodeId>,
+    op: BinaryOp,
+) -> Result<NodeId, BuildError> {
+    loop {
+        let mut next = Vec::new();
+        for chunk in parts.chunks(CHUNK_READS) {
+            let mut acc = chunk[0];
+            for &p in &chunk[1..] {
+                acc = b.binary(op, acc, p)?;
             }
-            if next.len() == 1 {
-                return Ok(next[0]);
-            }
-            parts = next
-                .into_iter()
-                .map(|p| self.b.line(p, identity_line()))
-                .collect::<Result<_, _>>()?;
+            next.push(acc);
         }
+        if next.len() == 1 {
+            return Ok(next[0]);
+        }
+        parts = next
+            .into_iter()
+            .map(|p| b.line(p, identity_line()))
+            .collect::<Result<_, _>>()?;
     }
 }
 
