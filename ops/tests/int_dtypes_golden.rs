@@ -9,7 +9,7 @@
 
 mod common;
 
-use common::manifest::{promote, Case};
+use common::manifest::{compare, promote, Case};
 use std::path::{Path, PathBuf};
 
 use kiln_ir::{DType, Scalar, TensorType};
@@ -25,30 +25,6 @@ fn golden_dir() -> PathBuf {
 
 fn manifest() -> Vec<Case> {
     common::manifest::read(&golden_dir(), "scripts/gold_int_dtypes.py")
-}
-
-/// The first element where `got` and `want` differ, as a message.
-fn compare(got: &Tensor, want: &Tensor) -> Option<String> {
-    if got.shape() != want.shape() || got.dtype() != want.dtype() {
-        return Some(format!(
-            "type {}{:?} vs scipy {}{:?}",
-            got.dtype(),
-            got.shape(),
-            want.dtype(),
-            want.shape()
-        ));
-    }
-    let (g, w): (Vec<Scalar>, Vec<Scalar>) = (got.to_scalars(), want.to_scalars());
-    let bad: Vec<usize> = (0..g.len()).filter(|&i| g[i] != w[i]).collect();
-    bad.first().map(|&i| {
-        format!(
-            "{} of {} elements differ; first at flat index {i}: kiln {} vs scipy {}",
-            bad.len(),
-            g.len(),
-            g[i],
-            w[i]
-        )
-    })
 }
 
 /// Runs one case eagerly and fused; the failures found.

@@ -12,7 +12,7 @@
 
 mod common;
 
-use common::manifest::{promote, Case};
+use common::manifest::{compare, promote, Case};
 use std::path::{Path, PathBuf};
 
 use kiln_ir::{Scalar, TensorType};
@@ -30,28 +30,6 @@ fn manifest() -> Vec<Case> {
 }
 
 /// The first element whose bits differ, as a message.
-fn compare(got: &Tensor, want: &Tensor) -> Option<String> {
-    if got.shape() != want.shape() || got.dtype() != want.dtype() {
-        return Some(format!(
-            "type {}{:?} vs scipy {}{:?}",
-            got.dtype(),
-            got.shape(),
-            want.dtype(),
-            want.shape()
-        ));
-    }
-    let (g, w): (Vec<Scalar>, Vec<Scalar>) = (got.to_scalars(), want.to_scalars());
-    let bad: Vec<usize> = (0..g.len()).filter(|&i| g[i] != w[i]).collect();
-    bad.first().map(|&i| {
-        format!(
-            "{} of {} elements differ; first at flat index {i}: kiln {} vs scipy {}",
-            bad.len(),
-            g.len(),
-            g[i],
-            w[i]
-        )
-    })
-}
 
 #[test]
 fn every_large_window_golden_matches_scipy_eager_and_fused() {

@@ -11,6 +11,7 @@
 
 use std::path::Path;
 
+use kiln_ir::Scalar;
 use kiln_runtime::Tensor;
 
 /// One golden case.
@@ -80,4 +81,28 @@ pub fn promote(t: Tensor) -> Tensor {
     let mut strides = vec![t.numel(), t.numel()];
     strides.extend_from_slice(t.strides());
     Tensor::from_parts(t.storage().clone(), &shape, &strides, t.offset()).expect("valid view")
+}
+
+/// The first element where `got` and `want` differ, as a message.
+pub fn compare(got: &Tensor, want: &Tensor) -> Option<String> {
+    if got.shape() != want.shape() || got.dtype() != want.dtype() {
+        return Some(format!(
+            "type {}{:?} vs scipy {}{:?}",
+            got.dtype(),
+            got.shape(),
+            want.dtype(),
+            want.shape()
+        ));
+    }
+    let (g, w): (Vec<Scalar>, Vec<Scalar>) = (got.to_scalars(), want.to_scalars());
+    let bad: Vec<usize> = (0..g.len()).filter(|&i| g[i] != w[i]).collect();
+    bad.first().map(|&i| {
+        format!(
+            "{} of {} elements differ; first at flat index {i}: kiln {} vs scipy {}",
+            bad.len(),
+            g.len(),
+            g[i],
+            w[i]
+        )
+    })
 }
