@@ -184,6 +184,7 @@ impl MathConsts {
 macro_rules! transcendental {
     ($exp:ident, $log:ident, $f:ty, $u:ty, $i:ty, $consts:expr) => {
         /// kiln's `exp` (see the module header for the exact sequence).
+        #[inline]
         pub fn $exp(x: $f) -> $f {
             let c = $consts;
             let fc = |b: u64| <$f>::from_bits(b as $u);
@@ -223,6 +224,7 @@ macro_rules! transcendental {
         }
 
         /// kiln's `log` (see the module header for the exact sequence).
+        #[inline]
         pub fn $log(x: $f) -> $f {
             let c = $consts;
             let fc = |b: u64| <$f>::from_bits(b as $u);

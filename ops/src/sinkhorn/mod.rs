@@ -43,11 +43,15 @@
 use kiln_ir::math::{exp_f32, exp_f64, log_f32, log_f64};
 use kiln_ir::{DType, TensorType};
 use kiln_runtime::{Storage, Tensor};
-use rayon::prelude::*;
 
 use crate::error::OpError;
 use crate::program::{Exec, Program, RunError};
 use crate::registry::Params;
+
+mod lanes;
+mod tiled;
+
+pub use lanes::Isa;
 
 /// Samples per tile on the fast path (they share each read of a cost row).
 pub const TILE: usize = 8;
@@ -84,15 +88,23 @@ pub trait Real:
     fn from_f64(v: f64) -> Self;
     /// Widened to f64.
     fn to_f64(self) -> f64;
+    /// The IEEE bits, zero-extended.
+    fn bits(self) -> u64;
+    /// The canonical quiet NaN if NaN, else itself (SEMANTICS.md: a computed NaN is
+    /// canonical; which operand's payload an IEEE add or mul propagates is up to the
+    /// compiler's operand order, so outputs are canonicalised once, at the end).
+    fn canon(self) -> Self;
 }
 
 impl Real for f32 {
     const ZERO: f32 = 0.0;
     const ONE: f32 = 1.0;
     const NEG_INF: f32 = f32::NEG_INFINITY;
+    #[inline(always)]
     fn kexp(self) -> f32 {
         exp_f32(self)
     }
+    #[inline(always)]
     fn klog(self) -> f32 {
         log_f32(self)
     }
@@ -108,15 +120,27 @@ impl Real for f32 {
     fn to_f64(self) -> f64 {
         self as f64
     }
+    fn bits(self) -> u64 {
+        self.to_bits() as u64
+    }
+    fn canon(self) -> f32 {
+        if self.is_nan() {
+            f32::from_bits(0x7fc0_0000)
+        } else {
+            self
+        }
+    }
 }
 
 impl Real for f64 {
     const ZERO: f64 = 0.0;
     const ONE: f64 = 1.0;
     const NEG_INF: f64 = f64::NEG_INFINITY;
+    #[inline(always)]
     fn kexp(self) -> f64 {
         exp_f64(self)
     }
+    #[inline(always)]
     fn klog(self) -> f64 {
         log_f64(self)
     }
@@ -131,6 +155,16 @@ impl Real for f64 {
     }
     fn to_f64(self) -> f64 {
         self
+    }
+    fn bits(self) -> u64 {
+        self.to_bits()
+    }
+    fn canon(self) -> f64 {
+        if self.is_nan() {
+            f64::from_bits(0x7ff8_0000_0000_0000)
+        } else {
+            self
+        }
     }
 }
 
@@ -209,15 +243,17 @@ impl<T: Real> Problem<'_, T> {
     }
 }
 
-/// Running log-sum-exp state: one term `x` more.
+/// Running log-sum-exp state: one term `x` more. Branch-free (both sides computed, then
+/// selected) so that lanes of it vectorise; the same operations as `if x > mx { s =
+/// s·exp(mx - x) + 1; mx = x } else if mx != -inf { s += exp(x - mx) }`: one exp per term.
 #[inline(always)]
 fn lse_push<T: Real>(mx: &mut T, s: &mut T, x: T) {
-    if x > *mx {
-        *s = *s * (*mx - x).kexp() + T::ONE;
-        *mx = x;
-    } else if *mx != T::NEG_INF {
-        *s = *s + (x - *mx).kexp();
-    }
+    let gt = x > *mx;
+    let e = if gt { *mx - x } else { x - *mx }.kexp();
+    let above = *s * e + T::ONE;
+    let below = if *mx != T::NEG_INF { *s + e } else { *s };
+    *s = if gt { above } else { below };
+    *mx = if gt { x } else { *mx };
 }
 
 #[inline(always)]
@@ -243,6 +279,39 @@ struct State<T> {
 }
 
 impl<T: Real> State<T> {
+    /// Standard form: on any `KtU_j == 0` or non-finite u or v, restore `prev` and stop.
+    fn revert_if_bad(&mut self, ktu: &[T], prev: (Vec<T>, Vec<T>), ii: usize) {
+        let bad = ktu.contains(&T::ZERO)
+            || self.u.iter().any(|&x| !x.finite())
+            || self.v.iter().any(|&x| !x.finite());
+        if bad {
+            (self.u, self.v) = prev;
+            self.active = false;
+            self.niter = ii;
+        }
+    }
+
+    /// Stops when `sqrt(Σ_j (tmp_j - b_j)²) < tol` (strict), squares summed ascending.
+    fn stop_if_converged(&mut self, p: &Problem<'_, T>, tmp: &[T], s: usize, ii: usize) {
+        let b = &p.b[s * p.m..(s + 1) * p.m];
+        let mut sq = T::ZERO;
+        for (&t, &bj) in tmp.iter().zip(b) {
+            let d = t - bj;
+            sq = sq + d * d;
+        }
+        if sq.sqrt_() < p.tol {
+            self.active = false;
+            self.niter = ii;
+        }
+    }
+
+    /// A sample still active after the last iteration ran them all.
+    fn finish_iterations(&mut self, p: &Problem<'_, T>) {
+        if self.active {
+            self.niter = p.opts.max_iter - 1;
+        }
+    }
+
     fn new(p: &Problem<'_, T>, s: usize) -> State<T> {
         let (n, m) = (p.n, p.m);
         let a = &p.a[s * n..(s + 1) * n];
@@ -271,160 +340,73 @@ impl<T: Real> State<T> {
     }
 }
 
-/// One iteration `ii` of every active sample in `tile` against the kernel `k` (shared by
-/// the tile): the row loops read each kernel row once for all of them. `b` gives each
-/// sample's target marginal. A tile of one is the reference path. (Index loops spell out
-/// the summation order.)
+/// One iteration `ii` of sample `s` against the kernel `k`: the reference loop
+/// ([`Exec::Eager`]) that defines the bits. (Index loops spell out the summation order.)
 #[allow(clippy::needless_range_loop)]
-fn step_tile<T: Real>(p: &Problem<'_, T>, k: &[T], tile: &mut [(usize, State<T>)], ii: usize) {
+fn step_one<T: Real>(p: &Problem<'_, T>, k: &[T], s: usize, st: &mut State<T>, ii: usize) {
     let (n, m) = (p.n, p.m);
-    let idx: Vec<usize> = (0..tile.len()).filter(|&t| tile[t].1.active).collect();
-    if idx.is_empty() {
-        return;
-    }
     if p.opts.log_domain {
         // v_j = log b_j - LSE_i(Mr_ij + u_i), rows ascending.
-        let mut mx = vec![vec![T::NEG_INF; m]; idx.len()];
-        let mut sm = vec![vec![T::ZERO; m]; idx.len()];
+        let mut mx = vec![T::NEG_INF; m];
+        let mut sm = vec![T::ZERO; m];
         for i in 0..n {
             let row = &k[i * m..(i + 1) * m];
-            for (q, &t) in idx.iter().enumerate() {
-                let ui = tile[t].1.u[i];
-                let (mq, sq) = (&mut mx[q], &mut sm[q]);
-                for j in 0..m {
-                    lse_push(&mut mq[j], &mut sq[j], row[j] + ui);
-                }
+            for j in 0..m {
+                lse_push(&mut mx[j], &mut sm[j], row[j] + st.u[i]);
             }
         }
-        for (q, &t) in idx.iter().enumerate() {
-            let st = &mut tile[t].1;
-            for j in 0..m {
-                st.v[j] = st.lb[j] - lse_end(mx[q][j], sm[q][j]);
-            }
+        for j in 0..m {
+            st.v[j] = st.lb[j] - lse_end(mx[j], sm[j]);
         }
         // u_i = log a_i - LSE_j(Mr_ij + v_j), columns ascending.
         for i in 0..n {
             let row = &k[i * m..(i + 1) * m];
-            for &t in &idx {
-                let st = &mut tile[t].1;
-                let (mut mq, mut sq) = (T::NEG_INF, T::ZERO);
-                for j in 0..m {
-                    lse_push(&mut mq, &mut sq, row[j] + st.v[j]);
-                }
-                st.u[i] = st.ra[i] - lse_end(mq, sq);
+            let (mut mq, mut sq) = (T::NEG_INF, T::ZERO);
+            for j in 0..m {
+                lse_push(&mut mq, &mut sq, row[j] + st.v[j]);
             }
+            st.u[i] = st.ra[i] - lse_end(mq, sq);
         }
     } else {
-        // KtU_j = Σ_i K_ij u_i, rows ascending (each column its own accumulator: the
-        // zipped loop has no bounds checks and vectorises along j, order unchanged).
-        let mut ktu = vec![vec![T::ZERO; m]; idx.len()];
+        // KtU_j = Σ_i K_ij u_i, rows ascending.
+        let mut ktu = vec![T::ZERO; m];
         for i in 0..n {
             let row = &k[i * m..(i + 1) * m];
-            for (q, &t) in idx.iter().enumerate() {
-                let ui = tile[t].1.u[i];
-                for (acc, &r) in ktu[q].iter_mut().zip(row) {
-                    *acc = *acc + r * ui;
-                }
-            }
-        }
-        let mut prev: Vec<(Vec<T>, Vec<T>)> = Vec::with_capacity(idx.len());
-        for (q, &t) in idx.iter().enumerate() {
-            let (s, st) = &mut tile[t];
-            prev.push((st.u.clone(), st.v.clone()));
-            let b = &p.b[*s * m..(*s + 1) * m];
             for j in 0..m {
-                st.v[j] = b[j] / ktu[q][j];
+                ktu[j] = ktu[j] + row[j] * st.u[i];
             }
         }
-        // u_i = 1 / Σ_j ((1/a_i) K_ij) v_j, columns ascending: one sequential sum per
-        // sample, so the tile's samples are the vector lanes (v interleaved, lane q =
-        // sample q; unused lanes compute zeros that are dropped). Each lane sums its own
-        // terms in the same order as the one-sample loop: bits unchanged.
-        if idx.len() > 1 {
-            let mut vt = vec![T::ZERO; m * TILE];
-            for (q, &t) in idx.iter().enumerate() {
-                for (j, &x) in tile[t].1.v.iter().enumerate() {
-                    vt[j * TILE + q] = x;
-                }
-            }
-            for i in 0..n {
-                let row = &k[i * m..(i + 1) * m];
-                let mut ra = [T::ZERO; TILE];
-                for (q, &t) in idx.iter().enumerate() {
-                    ra[q] = tile[t].1.ra[i];
-                }
-                let mut acc = [T::ZERO; TILE];
-                for (&r, vj) in row.iter().zip(vt.chunks_exact(TILE)) {
-                    for q in 0..TILE {
-                        acc[q] = acc[q] + (ra[q] * r) * vj[q];
-                    }
-                }
-                for (q, &t) in idx.iter().enumerate() {
-                    tile[t].1.u[i] = T::ONE / acc[q];
-                }
-            }
-        } else {
-            for i in 0..n {
-                let row = &k[i * m..(i + 1) * m];
-                for &t in &idx {
-                    let st = &mut tile[t].1;
-                    let ra = st.ra[i];
-                    let mut acc = T::ZERO;
-                    for (&r, &vj) in row.iter().zip(&st.v) {
-                        acc = acc + (ra * r) * vj;
-                    }
-                    st.u[i] = T::ONE / acc;
-                }
-            }
+        let prev = (st.u.clone(), st.v.clone());
+        let b = &p.b[s * m..(s + 1) * m];
+        for j in 0..m {
+            st.v[j] = b[j] / ktu[j];
         }
-        for (q, &t) in idx.iter().enumerate() {
-            let st = &mut tile[t].1;
-            let bad = ktu[q].contains(&T::ZERO)
-                || st.u.iter().any(|&x| !x.finite())
-                || st.v.iter().any(|&x| !x.finite());
-            if bad {
-                let (u, v) = std::mem::take(&mut prev[q]);
-                st.u = u;
-                st.v = v;
-                st.active = false;
-                st.niter = ii;
+        // u_i = 1 / Σ_j ((1/a_i) K_ij) v_j, columns ascending.
+        for i in 0..n {
+            let row = &k[i * m..(i + 1) * m];
+            let mut acc = T::ZERO;
+            for j in 0..m {
+                acc = acc + (st.ra[i] * row[j]) * st.v[j];
             }
+            st.u[i] = T::ONE / acc;
         }
+        st.revert_if_bad(&ktu[..m], prev, ii);
     }
-    if ii.is_multiple_of(10) {
-        // Marginal error: tmp2_j = Σ_i (u_i K_ij) v_j (or exp((Mr_ij + u_i) + v_j)).
-        let live: Vec<usize> = idx.into_iter().filter(|&t| tile[t].1.active).collect();
-        let mut tmp = vec![vec![T::ZERO; m]; live.len()];
+    if st.active && ii.is_multiple_of(10) {
+        // Marginal error: tmp_j = Σ_i (u_i K_ij) v_j (or exp((Mr_ij + u_i) + v_j)).
+        let mut tmp = vec![T::ZERO; m];
         for i in 0..n {
             let row = &k[i * m..(i + 1) * m];
-            for (q, &t) in live.iter().enumerate() {
-                let st = &tile[t].1;
-                let acc = &mut tmp[q];
-                let ui = st.u[i];
-                if p.opts.log_domain {
-                    for j in 0..m {
-                        acc[j] = acc[j] + ((row[j] + ui) + st.v[j]).kexp();
-                    }
-                } else {
-                    for j in 0..m {
-                        acc[j] = acc[j] + (ui * row[j]) * st.v[j];
-                    }
-                }
-            }
-        }
-        for (q, &t) in live.iter().enumerate() {
-            let (s, st) = &mut tile[t];
-            let b = &p.b[*s * m..(*s + 1) * m];
-            let mut sq = T::ZERO;
             for j in 0..m {
-                let d = tmp[q][j] - b[j];
-                sq = sq + d * d;
-            }
-            if sq.sqrt_() < p.tol {
-                st.active = false;
-                st.niter = ii;
+                tmp[j] = tmp[j]
+                    + if p.opts.log_domain {
+                        ((row[j] + st.u[i]) + st.v[j]).kexp()
+                    } else {
+                        (st.u[i] * row[j]) * st.v[j]
+                    };
             }
         }
+        st.stop_if_converged(p, &tmp[..m], s, ii);
     }
 }
 
@@ -442,9 +424,17 @@ fn finish<T: Real>(p: &Problem<'_, T>, k: &[T], s: usize, st: State<T>) -> Solve
             };
         }
     }
+    // Row sums first (columns ascending), then the rows ascending: a two-level fixed order
+    // whose rounding grows with n + m. One running sum over the n·m products drifts
+    // systematically once the terms are far below the sum (9e-4 relative in f32 at
+    // 1024 x 1024, where the plan itself is within 2e-6).
     let mut total = T::ZERO;
-    for (c, q) in cost.iter().zip(&plan) {
-        total = total + *c * *q;
+    for (crow, prow) in cost.chunks_exact(m).zip(plan.chunks_exact(m)) {
+        let mut r = T::ZERO;
+        for (c, q) in crow.iter().zip(prow) {
+            r = r + *c * *q;
+        }
+        total = total + r;
     }
     let logs = |x: &[T]| -> Vec<T> {
         if p.opts.log_domain {
@@ -481,59 +471,30 @@ fn finish<T: Real>(p: &Problem<'_, T>, k: &[T], s: usize, st: State<T>) -> Solve
     }
 }
 
-/// Solves samples `samples` as one tile sharing each kernel row.
-fn solve_tile<T: Real>(
-    p: &Problem<'_, T>,
-    k_shared: Option<&[T]>,
-    samples: &[usize],
-) -> Vec<Solved<T>> {
-    let mut tile: Vec<(usize, State<T>)> = samples.iter().map(|&s| (s, State::new(p, s))).collect();
-    let own: Option<Vec<T>> = if k_shared.is_none() {
-        // A per-sample cost: a tile is one sample.
-        Some(p.kernel(p.cost_of(samples[0])))
-    } else {
-        None
-    };
-    let k = k_shared.unwrap_or_else(|| own.as_deref().unwrap_or(&[]));
+/// Solves sample `s` with the reference loop.
+fn solve_one<T: Real>(p: &Problem<'_, T>, k: &[T], s: usize) -> Solved<T> {
+    let mut st = State::new(p, s);
     for ii in 0..p.opts.max_iter {
-        if tile.iter().all(|(_, st)| !st.active) {
+        if !st.active {
             break;
         }
-        step_tile(p, k, &mut tile, ii);
+        step_one(p, k, s, &mut st, ii);
     }
-    let last = p.opts.max_iter - 1;
-    tile.into_iter()
-        .map(|(s, mut st)| {
-            if st.active {
-                st.niter = last;
-            }
-            finish(p, k, s, st)
-        })
-        .collect()
+    st.finish_iterations(p);
+    finish(p, k, s, st)
 }
 
-fn solve<T: Real>(p: &Problem<'_, T>, batch: usize, fast: bool) -> Vec<Solved<T>> {
-    let shared_k = if p.shared {
-        Some(p.kernel(p.m_cost))
-    } else {
-        None
-    };
-    let ks = shared_k.as_deref();
-    if !fast {
-        return (0..batch).flat_map(|s| solve_tile(p, ks, &[s])).collect();
+/// Every sample: the reference loop, or the lane kernels on `fast` (same bits).
+fn solve<T: Real>(p: &Problem<'_, T>, batch: usize, fast: Option<Isa>) -> Vec<Solved<T>> {
+    let shared_k = p.shared.then(|| p.kernel(p.m_cost));
+    if let Some(isa) = fast {
+        return tiled::solve(p, shared_k.as_deref(), batch, isa);
     }
-    let width = if p.shared { TILE } else { 1 };
-    let tiles: Vec<Vec<usize>> = (0..batch)
-        .collect::<Vec<_>>()
-        .chunks(width)
-        .map(|c| c.to_vec())
-        .collect();
-    tiles
-        .par_iter()
-        .map(|t| solve_tile(p, ks, t))
-        .collect::<Vec<_>>()
-        .into_iter()
-        .flatten()
+    (0..batch)
+        .map(|s| match &shared_k {
+            Some(k) => solve_one(p, k, s),
+            None => solve_one(p, &p.kernel(p.cost_of(s)), s),
+        })
         .collect()
 }
 
@@ -581,21 +542,23 @@ fn run_typed<T: Real>(
         tol: T::from_f64(opts.tol),
         opts,
     };
-    let solved = solve(&p, batch, !exec.is_eager());
+    let fast = (!exec.is_eager()).then(Isa::host);
+    let solved = solve(&p, batch, fast);
     let mut cost = Vec::with_capacity(batch);
     let mut f = Vec::with_capacity(batch * n);
     let mut g = Vec::with_capacity(batch * m);
     let mut it = Vec::with_capacity(batch);
     let mut plan = Vec::new();
     let (mut ga, mut gb) = (Vec::new(), Vec::new());
+    let c = |v: Vec<T>| v.into_iter().map(T::canon);
     for s in solved {
-        cost.push(s.cost);
-        f.extend(s.f);
-        g.extend(s.g);
+        cost.push(s.cost.canon());
+        f.extend(c(s.f));
+        g.extend(c(s.g));
         it.push(s.niter as f64);
-        plan.extend(s.plan);
-        ga.extend(s.grad_a);
-        gb.extend(s.grad_b);
+        plan.extend(c(s.plan));
+        ga.extend(c(s.grad_a));
+        gb.extend(c(s.grad_b));
     }
     let mut out = vec![
         Tensor::from_storage(wrap(cost), &[batch])?,
