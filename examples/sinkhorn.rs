@@ -36,6 +36,7 @@ fn main() -> Result<(), kiln::embed::Error> {
         log_domain: true,
         plan: false,
         grad: false,
+        grid_axes: 0,
     };
     let fast = sinkhorn(a.view(), b.view(), cost.view().into_dyn(), opts, true)?;
     let reference = sinkhorn(a.view(), b.view(), cost.view().into_dyn(), opts, false)?;

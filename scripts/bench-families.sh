@@ -42,7 +42,8 @@ kiln=$root/target/release/kiln
 
 # The rows (src/bench/mod.rs: workloads() and family_workloads()).
 cheap=white_tophat15_2048,u8_morph_gradient3_2048,median3_i16_ct,median31_u16_2048,fill_holes_2048,propagation_2048,edt_2048,edt_indices_2048,cdt_taxicab_2048,edt_128cube,signed_distance_2048
-costly=sinkhorn_d1024_b16,sinkhorn_log_d1024_b16,sinkhorn_grid32_b1_1000it
+costly=sinkhorn_d1024_b16,sinkhorn_log_d1024_b16
+grids=sinkhorn_grid32_b1_1000it,sinkhorn_grid32_axes_b1_1000it
 if [ "$smoke" = 1 ]; then
     out=${KILN_BENCH_OUT:-$root/target/results_families_smoke.json}
     min_time=0.05
@@ -68,8 +69,8 @@ run() { # json threads ops [size args]
         --min-time "$min_time" --json "$json" --goals 2 "$@"
 }
 run "$tmp/cheap.json" 2,1 "$cheap" "${size_cheap[@]}"
-run "$tmp/sink.json" 2 "${costly%,*}" "${size_costly[@]}"
-run "$tmp/grid.json" 2 "${costly##*,}" "${size_grid[@]}"
+run "$tmp/sink.json" 2 "$costly" "${size_costly[@]}"
+run "$tmp/grid.json" 2 "$grids" "${size_grid[@]}"
 
 stamp "merging into $out"
 "$venv/bin/python" - "$out" "$tmp/cheap.json" "$tmp/sink.json" "$tmp/grid.json" <<'PY'

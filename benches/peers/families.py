@@ -78,6 +78,22 @@ def grid_cost(dtype, shape):
     return (c / m).astype(np.float32 if dtype == "f32" else np.float64)
 
 
+def axis_cost(dtype, shape):
+    """The per-axis table [g, g] of grid_cost's g x g grid (kiln's Gen::AxisCost)."""
+    g = shape[-1]
+    i = np.arange(g)
+    m = float(2 * (g - 1) ** 2) if g > 1 else 1.0
+    c = ((i[:, None] - i[None, :]) ** 2).astype(np.float64) / m
+    return c.astype(np.float32 if dtype == "f32" else np.float64)
+
+
+def dense_of_axes(c1):
+    """The dense cost M[(y, x), (y', x')] = C[y, y'] + C[x, x'] of a per-axis table, in its
+    dtype (what kiln's grid_axes=2 means)."""
+    g = c1.shape[0]
+    return (c1[:, None, :, None] + c1[None, :, None, :]).reshape(g * g, g * g)
+
+
 def make_input(spec, hash32, plain):
     """One input of a kiln row's `inputs` list (`plain` = compare.py's hash generator)."""
     dtype, shape, seed, gen = spec["dtype"], tuple(spec["shape"]), spec["seed"], spec.get("gen", "hash")
@@ -93,6 +109,8 @@ def make_input(spec, hash32, plain):
         return histogram(dtype, shape, seed, hash32)
     if gen == "grid_cost":
         return grid_cost(dtype, shape)
+    if gen == "axis_cost":
+        return axis_cost(dtype, shape)
     raise ValueError(gen)
 
 
@@ -218,14 +236,16 @@ def family_peers(row, libs):
         iters = int(p.get("max_iter", "1000"))
         log = p.get("log_domain", "false") in ("1", "true", "True")
         chk = [close(1e-4), None, None, None]
+        # grid_axes=2: kiln takes the per-axis table; the peers the dense cost it stands for.
+        dense = dense_of_axes if p.get("grid_axes", "0") == "2" else (lambda M: M)
         if ot is not None:
             method = "sinkhorn_log" if log else "sinkhorn"
             # sinkhorn_log is numpy element-wise work (one thread, ~30 s a call at d = 1024):
             # one cold call at the first thread count.
-            P.append(("pot-log" if log else "pot", lambda a, b, M: pot_sinkhorn(ot, a, b, M, eps, iters, method),
+            P.append(("pot-log" if log else "pot", lambda a, b, M: pot_sinkhorn(ot, a, b, dense(M), eps, iters, method),
                       chk, "once" if log else "few"))
         if not log:
-            P.append(("numpy-ref", lambda a, b, M: numpy_sinkhorn(a, b, M, eps, iters), chk, "threads"))
+            P.append(("numpy-ref", lambda a, b, M: numpy_sinkhorn(a, b, dense(M), eps, iters), chk, "threads"))
     else:
         return None
     return P
@@ -249,6 +269,7 @@ GOALS = {
     "sinkhorn_d1024_b16": [("numpy-ref", "<=", 0.33, "<= 0.33x numpy f32 reference"), ("pot", ">=", 20, ">= 20x POT")],
     "sinkhorn_log_d1024_b16": [("pot-log", ">=", 10, ">= 10x POT sinkhorn_log")],
     "sinkhorn_grid32_b1_1000it": [("pot", ">=", 15, ">= 15x POT")],
+    "sinkhorn_grid32_axes_b1_1000it": [("pot", ">=", 15, ">= 15x POT (kiln: separable kernel, grid_axes=2)")],
 }
 
 

@@ -495,3 +495,190 @@ fn eager_equals_fused_off_every_boundary() {
         }
     }
 }
+
+/// The dense `[g^k, g^k]` cost of a per-axis table (axis 0 first, as grid.rs forms it).
+fn dense_of_axes(c1: &[f64], g: usize, k: usize) -> Vec<f64> {
+    let n = g.pow(k as u32);
+    let coord = |p: usize, axis: usize| (p / g.pow((k - 1 - axis) as u32)) % g;
+    let mut m = Vec::with_capacity(n * n);
+    for p in 0..n {
+        for q in 0..n {
+            let mut acc = c1[coord(p, 0) * g + coord(q, 0)];
+            for axis in 1..k {
+                acc += c1[coord(p, axis) * g + coord(q, axis)];
+            }
+            m.push(acc);
+        }
+    }
+    m
+}
+
+/// `grid_axes = k` (the separable kernel) against the dense form on the same cost: f64
+/// within the POT tolerance (rtol 1e-12 of the largest entry), same iteration counts, both
+/// forms, 1-, 2- and 3-axis grids (empty bins in the log form); eager == fused bit for
+/// bit, f32 and f64.
+#[test]
+fn grid_axes_match_the_dense_cost_and_eager_equals_fused() {
+    let engine = Engine::new();
+    for (g, k, batch) in [(9usize, 1usize, 2usize), (5, 2, 3), (3, 3, 2)] {
+        let n = g.pow(k as u32);
+        // A squared-distance table scaled to [0, 1] per axis.
+        let top = ((g - 1) * (g - 1)).max(1) as f64;
+        let c1: Vec<f64> = (0..g * g)
+            .map(|e| {
+                let d = (e / g) as f64 - (e % g) as f64;
+                d * d / top
+            })
+            .collect();
+        for log in ["false", "true"] {
+            // Empty bins in the log form only: the dense standard form (POT's) reverts at
+            // iteration 0 on them (inf · 0 = NaN), the grid form does not (SEMANTICS.md).
+            let mut data = problem(batch, n, n, (g * 10 + k) as u64, log == "true");
+            data[2] = dense_of_axes(&c1, g, k);
+            let dense_data = data.clone();
+            let mut grid_data = data;
+            grid_data[2] = c1.clone();
+            let axes = k.to_string();
+            let base = [
+                ("eps", "0.1"),
+                ("max_iter", "400"),
+                ("tol", "1e-10"),
+                ("log_domain", log),
+                ("grad", "true"),
+            ];
+            let mut with_grid = base.to_vec();
+            with_grid.push(("grid_axes", axes.as_str()));
+            let dense = run_problem(
+                &dense_data,
+                (batch, n, n),
+                DType::F64,
+                false,
+                &base,
+                Exec::Eager,
+            );
+            let run_grid = |d, e| {
+                // The cost input is [g, g]: run_problem's shapes take it from `data` sizes.
+                let types = [vec![batch, n], vec![batch, n], vec![g, g]];
+                let t: Vec<Tensor> = [&grid_data[0], &grid_data[1], &grid_data[2]]
+                    .iter()
+                    .zip(&types)
+                    .map(|(v, s)| {
+                        let st = match d {
+                            DType::F32 => Storage::F32(v.iter().map(|&x| x as f32).collect()),
+                            _ => Storage::F64(v.to_vec()),
+                        };
+                        Tensor::from_storage(st, s).unwrap()
+                    })
+                    .collect();
+                let tt: Vec<TensorType> = types
+                    .iter()
+                    .map(|s| TensorType {
+                        dtype: d,
+                        shape: s.clone(),
+                    })
+                    .collect();
+                let params: Vec<(String, String)> = with_grid
+                    .iter()
+                    .map(|(k, v)| (k.to_string(), v.to_string()))
+                    .collect();
+                build_plan("sinkhorn", &params, &tt)
+                    .unwrap()
+                    .run(e, &t)
+                    .unwrap()
+            };
+            let grid = run_grid(DType::F64, Exec::Eager);
+            assert_eq!(
+                vals(&grid[3]),
+                vals(&dense[3]),
+                "g {g} k {k} log {log}: niter"
+            );
+            // (With empty bins the centred gradients are undefined: -inf potentials.)
+            let outs: &[(usize, &str)] = if log == "true" {
+                &[(0, "cost"), (1, "f"), (2, "g"), (4, "plan")]
+            } else {
+                &[(0, "cost"), (1, "f"), (2, "g"), (4, "plan"), (5, "grad_a")]
+            };
+            for &(o, what) in outs {
+                close(
+                    &format!("g {g} k {k} log {log} {what}"),
+                    &vals(&grid[o]),
+                    &vals(&dense[o]),
+                    1e-12,
+                );
+            }
+            for d in [DType::F32, DType::F64] {
+                let (e, f) = (run_grid(d, Exec::Eager), run_grid(d, Exec::Fused(&engine)));
+                for (o, (x, y)) in e.iter().zip(&f).enumerate() {
+                    assert_eq!(bits(x), bits(y), "g {g} k {k} {d} log {log}: output {o}");
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn grid_axes_bad_shapes_are_typed_errors() {
+    let t = |s: &[usize]| TensorType {
+        dtype: DType::F64,
+        shape: s.to_vec(),
+    };
+    let p = vec![("grid_axes".to_string(), "2".to_string())];
+    // 25 = 5^2 fits; 24 does not; a dense cost is not an axis table.
+    assert!(build_plan("sinkhorn", &p, &[t(&[1, 25]), t(&[1, 25]), t(&[5, 5])]).is_ok());
+    for shapes in [
+        [vec![1, 24], vec![1, 24], vec![5, 5]],
+        [vec![1, 25], vec![1, 25], vec![25, 25]],
+        [vec![1, 25], vec![1, 25], vec![5, 4]],
+    ] {
+        let ty: Vec<TensorType> = shapes.iter().map(|s| t(s)).collect();
+        assert!(build_plan("sinkhorn", &p, &ty).is_err(), "{shapes:?}");
+    }
+    let huge = vec![("grid_axes".to_string(), "9".to_string())];
+    assert!(build_plan("sinkhorn", &huge, &[t(&[1, 1]), t(&[1, 1]), t(&[1, 1])]).is_err());
+}
+
+/// The grid standard form updates `u = a / (K v)`: empty source bins get `u = 0` and zero
+/// plan rows, no revert (the dense form, like POT, reverts at iteration 0: `(1/0)·K·0`).
+#[test]
+fn grid_standard_form_keeps_empty_bins() {
+    let (g, n, batch) = (4usize, 16usize, 1usize);
+    let data = problem(batch, n, n, 99, true);
+    let c1: Vec<f64> = (0..g * g)
+        .map(|e| ((e / g) as f64 - (e % g) as f64).powi(2) / 9.0)
+        .collect();
+    let t = |v: &[f64], s: &[usize]| Tensor::from_storage(Storage::F64(v.to_vec()), s).unwrap();
+    let types: Vec<TensorType> = [vec![batch, n], vec![batch, n], vec![g, g]]
+        .into_iter()
+        .map(|shape| TensorType {
+            dtype: DType::F64,
+            shape,
+        })
+        .collect();
+    let params: Vec<(String, String)> = [
+        ("grid_axes", "2"),
+        ("eps", "0.1"),
+        ("max_iter", "200"),
+        ("tol", "1e-12"),
+        ("plan", "true"),
+    ]
+    .iter()
+    .map(|(k, v)| (k.to_string(), v.to_string()))
+    .collect();
+    let out = build_plan("sinkhorn", &params, &types)
+        .unwrap()
+        .run(
+            Exec::Eager,
+            &[t(&data[0], &[1, n]), t(&data[1], &[1, n]), t(&c1, &[g, g])],
+        )
+        .unwrap();
+    assert!(vals(&out[3])[0] > 0.0, "no revert at iteration 0");
+    let plan = vals(&out[4]);
+    for (i, &ai) in data[0].iter().enumerate() {
+        let row: f64 = plan[i * n..(i + 1) * n].iter().sum();
+        if ai == 0.0 {
+            assert_eq!(row, 0.0, "empty bin {i}");
+        } else {
+            assert!((row - ai).abs() < 1e-12, "row {i}: {row} vs {ai}");
+        }
+    }
+}

@@ -32,13 +32,16 @@ __all__ = ["sinkhorn", "sinkhorn2", "sinkhorn_batch", "build_cost_matrix"]
 _METHODS = {"sinkhorn": False, "sinkhorn_knopp": False, "sinkhorn_log": True}
 
 
-def _problem(a, b, M):
+def _problem(a, b, M, grid_axes=0):
     M = np.asarray(M)
     if M.dtype not in (np.float32, np.float64):
         raise TypeError(f"sinkhorn: M must be float32 or float64, got {M.dtype}")
     if M.ndim not in (2, 3):
         raise ValueError(f"sinkhorn: M must be (n, m) or (B, n, m), got shape {M.shape}")
     n, m = M.shape[-2:]
+    if grid_axes:
+        # M is the per-axis table (g, g) of a grid of g**grid_axes points
+        n = m = M.shape[-1] ** int(grid_axes)
     # lists (not arrays) take M's dtype, as POT's list_to_array; arrays must match it
     a = np.asarray(a if a is not None else [], dtype=None if isinstance(a, np.ndarray) else M.dtype)
     b = np.asarray(b if b is not None else [], dtype=None if isinstance(b, np.ndarray) else M.dtype)
@@ -63,19 +66,25 @@ def _problem(a, b, M):
 
 
 def sinkhorn_batch(a, b, M, reg, method="sinkhorn", numItermax=1000, stopThr=1e-9,
-                   plan=True, grad=False):
+                   plan=True, grad=False, grid_axes=0):
     """Solves every problem of the batch; returns a dict: ``cost`` ``(B,)`` (``<P, M>``),
     ``f`` ``(B, n)``, ``g`` ``(B, m)`` (``reg·log`` of the scalings), ``niter`` ``(B,)``
     (POT's ``log["niter"]``, float64), and ``plan`` ``(B, n, m)`` when ``plan`` or ``grad``,
     ``grad_a``/``grad_b`` (the envelope gradients POT's ``ot.solve(grad="envelope")`` sets)
-    when ``grad``. 1-D ``a``/``b`` with a 2-D ``M`` are a batch of one."""
+    when ``grad``. 1-D ``a``/``b`` with a 2-D ``M`` are a batch of one.
+
+    ``grid_axes=k`` (k >= 1): ``a``/``b`` are histograms over a k-dimensional grid of ``g``
+    points per axis (``n = m = g**k``, row-major) and ``M`` is the per-axis cost table
+    ``(g, g)``: the cost is ``M[p0, q0] + M[p1, q1] + ...`` and the kernel is applied axis by
+    axis (the separable form; the squared Euclidean grid cost is of this form). Results match
+    the dense form on that cost to rounding."""
     if method not in _METHODS:
         raise ValueError(
             f"sinkhorn: unknown method {method!r} (sinkhorn, sinkhorn_knopp, sinkhorn_log)"
         )
-    a, b, M, _ = _problem(a, b, M)
+    a, b, M, _ = _problem(a, b, M, grid_axes)
     return _kiln.sinkhorn_batch(a, b, M, float(reg), int(numItermax), float(stopThr),
-                                _METHODS[method], bool(plan), bool(grad))
+                                _METHODS[method], bool(plan), bool(grad), int(grid_axes))
 
 
 def sinkhorn(a, b, M, reg, method="sinkhorn", numItermax=1000, stopThr=1e-9, verbose=False,

@@ -56,7 +56,7 @@ fn solve<'py, T: Element + numpy::Element>(
 /// Solves a batch: returns a dict with `cost`, `f`, `g`, `niter`, and `plan`, `grad_a`,
 /// `grad_b` when asked.
 #[pyfunction]
-#[pyo3(signature = (a, b, m, eps, max_iter, tol, log_domain, plan, grad))]
+#[pyo3(signature = (a, b, m, eps, max_iter, tol, log_domain, plan, grad, grid_axes=0))]
 #[allow(clippy::too_many_arguments)]
 pub fn sinkhorn_batch<'py>(
     py: Python<'py>,
@@ -69,6 +69,7 @@ pub fn sinkhorn_batch<'py>(
     log_domain: bool,
     plan: bool,
     grad: bool,
+    grid_axes: usize,
 ) -> PyResult<Bound<'py, PyDict>> {
     let opts = SinkhornOptions {
         eps,
@@ -77,6 +78,7 @@ pub fn sinkhorn_batch<'py>(
         log_domain,
         plan,
         grad,
+        grid_axes,
     };
     let arr = a
         .downcast::<PyUntypedArray>()

@@ -161,3 +161,36 @@ def test_pot_goldens():
             if (~inf).any():
                 close(got[~inf], want[~inf], tol, f"{case} {key}")
     assert len(cases) >= 10
+
+
+@pytest.mark.parametrize("method", ["sinkhorn", "sinkhorn_log"])
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_grid_axes_matches_the_dense_cost(method, dtype):
+    """grid_axes=2: the per-axis table (g, g) of a g x g grid against the dense (g², g²) cost
+    it stands for (the separable kernel; same iteration counts, SEMANTICS.md tolerances),
+    and against POT on the dense cost when POT is installed."""
+    g = 6
+    rng = np.random.default_rng(5)
+    a = rng.random((2, g * g)) + 0.1
+    b = rng.random((2, g * g)) + 0.1
+    a, b = (a / a.sum(1, keepdims=True)).astype(dtype), (b / b.sum(1, keepdims=True)).astype(dtype)
+    i = np.arange(g)
+    c1 = (((i[:, None] - i[None, :]) ** 2) / (2.0 * (g - 1) ** 2)).astype(dtype)
+    dense = (c1[:, None, :, None] + c1[None, :, None, :]).reshape(g * g, g * g)
+    kw = dict(method=method, numItermax=300, stopThr=1e-9)
+    sep = kot.sinkhorn_batch(a, b, c1, 0.05, grid_axes=2, **kw)
+    ref = kot.sinkhorn_batch(a, b, dense, 0.05, **kw)
+    np.testing.assert_array_equal(sep["niter"], ref["niter"])
+    for key in ("cost", "f", "g", "plan"):
+        close(sep[key], ref[key], TOL[dtype], f"{method} {key}")
+    if pot is None:
+        pytest.skip("POT not installed: the dense comparison above ran, POT's did not")
+    for k in range(2):
+        P = pot.sinkhorn(a[k], b[k], dense, 0.05, method=method, numItermax=300, stopThr=1e-9)
+        close(sep["plan"][k], P, TOL[dtype], f"{method} plan vs POT")
+
+
+def test_grid_axes_bad_shapes_raise():
+    a = np.full((1, 24), 1 / 24)
+    with pytest.raises(Exception, match="grid_axes"):
+        kot.sinkhorn_batch(a, a, np.zeros((5, 5)), 0.1, grid_axes=2)

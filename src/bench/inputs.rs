@@ -31,6 +31,9 @@ pub enum Gen {
     Histogram,
     /// The squared Euclidean cost of a `g x g` grid (`d = g²` = the last axis), over its max.
     GridCost,
+    /// The per-axis table `[g, g]` of that cost (`grid_axes = 2`): `(i - j)² / (2 (g - 1)²)`,
+    /// so that `C[y, y'] + C[x, x']` is the [`Gen::GridCost`] entry up to rounding.
+    AxisCost,
 }
 
 impl Gen {
@@ -42,6 +45,7 @@ impl Gen {
             Gen::Seeds => "seeds",
             Gen::Histogram => "histogram",
             Gen::GridCost => "grid_cost",
+            Gen::AxisCost => "axis_cost",
         }
     }
 }
@@ -74,6 +78,7 @@ pub fn make(input: &Input) -> Result<Tensor, RuntimeError> {
         }
         Gen::Histogram => histogram(d, shape, seed),
         Gen::GridCost => floats(d, shape, grid_cost(shape)?),
+        Gen::AxisCost => floats(d, shape, axis_cost(shape)?),
     }
 }
 
@@ -125,6 +130,28 @@ fn histogram(d: DType, shape: &[usize], seed: u32) -> Result<Tensor, RuntimeErro
             "histogram input: dtype {other:?} is not f32 or f64"
         ))),
     }
+}
+
+/// The per-axis table `[g, g]` of [`grid_cost`]'s `g x g` grid: `(i - j)² / (2 (g - 1)²)`
+/// (1 when `g = 1`), in f64.
+fn axis_cost(shape: &[usize]) -> Result<Vec<f64>, RuntimeError> {
+    let &[g, g2] = shape else {
+        return Err(RuntimeError::Shape(format!(
+            "an axis cost needs shape [g, g], got {shape:?}"
+        )));
+    };
+    if g != g2 {
+        return Err(RuntimeError::Shape(format!(
+            "an axis cost needs shape [g, g], got {shape:?}"
+        )));
+    }
+    let max = if g > 1 { 2 * (g - 1) * (g - 1) } else { 1 } as f64;
+    Ok((0..g * g)
+        .map(|e| {
+            let d = (e / g) as i64 - (e % g) as i64;
+            (d * d) as f64 / max
+        })
+        .collect())
 }
 
 /// The squared Euclidean cost of the `g x g` grid with `g² = d` (the last axis), divided by

@@ -35,7 +35,8 @@ pub enum Scale {
     /// Histograms of `d = s` bins: every axis of extent `d` becomes `s` (a, b `[B, d]`, a
     /// cost `[d, d]`).
     Bins,
-    /// Histograms over an `s x s` grid: every axis of extent `d` becomes `s²`.
+    /// Histograms over an `s x s` grid: every axis of extent `d` becomes `s²` (and every
+    /// axis of extent `sqrt(d)`, a per-axis cost table, becomes `s`).
     Grid,
 }
 
@@ -164,8 +165,14 @@ impl Workload {
                 } else {
                     side * side
                 };
-                for d in shape.iter_mut().filter(|d| **d == from) {
-                    *d = to;
+                // Grids: an axis of the grid's side (a per-axis cost table) becomes `s`.
+                let g = (1..=from).find(|g| g * g >= from).unwrap_or(from);
+                for d in shape.iter_mut() {
+                    if *d == from {
+                        *d = to;
+                    } else if scale == Scale::Grid && *d == g && g * g == from {
+                        *d = side;
+                    }
                 }
             }
         };
@@ -451,6 +458,25 @@ pub fn family_workloads() -> Vec<Workload> {
         .gen(Gen::Histogram)
         .input(F32, &[1, 1024], 37, Gen::Histogram)
         .input(F32, &[1024, 1024], 38, Gen::GridCost)
+        .scale(Scale::Grid),
+        // The same problem through the separable kernel (`grid_axes = 2`, the cost as its
+        // per-axis table [32, 32]).
+        Workload::new(
+            "sinkhorn_grid32_axes_b1_1000it",
+            "sinkhorn",
+            &[
+                ("eps", "0.05"),
+                ("max_iter", "1000"),
+                ("tol", "0"),
+                ("grid_axes", "2"),
+            ],
+            F32,
+            &[1, 1024],
+            36,
+        )
+        .gen(Gen::Histogram)
+        .input(F32, &[1, 1024], 37, Gen::Histogram)
+        .input(F32, &[32, 32], 38, Gen::AxisCost)
         .scale(Scale::Grid),
     ]
 }
@@ -1049,6 +1075,9 @@ mod tests {
         let g = find("sinkhorn_grid32_b1_1000it").with_side(8);
         let shapes: Vec<_> = g.inputs().iter().map(|i| i.shape.clone()).collect();
         assert_eq!(shapes, vec![vec![1, 64], vec![1, 64], vec![64, 64]]);
+        let g = find("sinkhorn_grid32_axes_b1_1000it").with_side(8);
+        let shapes: Vec<_> = g.inputs().iter().map(|i| i.shape.clone()).collect();
+        assert_eq!(shapes, vec![vec![1, 64], vec![1, 64], vec![8, 8]]);
         let p = find("propagation_2048").with_side(32);
         assert_eq!(p.extra[0].shape, vec![1, 1, 32, 32]);
     }

@@ -2,7 +2,8 @@
 //!
 //! Scope: [`sinkhorn`] takes `a[B, n]`, `b[B, m]` and a cost `[n, m]` (shared) or
 //! `[B, n, m]` of one float dtype and returns a [`SinkhornResult`]; [`cost_matrix`] builds a
-//! grid cost. Exactness: the values are the program's (eager and fused agree bit for bit;
+//! grid cost; `opts.grid_axes = k` takes the per-axis cost table `[g, g]` of a k-dimensional
+//! grid instead (the separable kernel, `kiln_ops::sinkhorn` grid.rs). Exactness: the values are the program's (eager and fused agree bit for bit;
 //! `fused` only picks the path). Limits: f32 and f64; views are copied into row-major tensors.
 use kiln_ops::program::{Exec, Program, RunError};
 use kiln_ops::{Sinkhorn, SinkhornOptions};

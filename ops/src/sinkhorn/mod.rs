@@ -30,13 +30,15 @@
 //!   entries, never NaN.
 //!
 //! Exactness: every exp/log is kiln's (`kiln_ir::math`), every sum runs in ascending index
-//! order (`Σ_i` over rows 0..n, `Σ_j` over columns 0..m, the cost row-major), no FMA. The
-//! reference path ([`Exec::Eager`]) is a plain loop per sample; the fast path
-//! ([`Exec::Fused`]) runs tiles of [`TILE`] samples in parallel (rayon), reading each cost row
-//! once per tile and updating every sample of the tile from it: each accumulator still sums
-//! its terms in the same order, so the two paths agree bit for bit (tested). Against POT the
-//! results differ by rounding only (POT sums with BLAS and numpy's pairwise order): see
-//! SEMANTICS.md for the tolerances.
+//! order (`Σ_i` over rows 0..n, `Σ_j` over columns 0..m), no FMA; the transport cost sums
+//! each row of `M ∘ P` (columns ascending), then the row sums (rows ascending). The
+//! reference path ([`Exec::Eager`]) is the plain loop `step_one` per sample; the fast path
+//! ([`Exec::Fused`], `tiled.rs` + `lanes.rs`) runs tiles of [`TILE`] samples in parallel,
+//! each iteration as lane passes in which every output lane is one accumulator taking the
+//! reference's terms in the reference's order: the two paths agree bit for bit (tested on
+//! the goldens and on shapes off every lane/tile boundary). Outputs that are NaN are the
+//! canonical NaN. Against POT the results differ by rounding only (POT sums with BLAS and
+//! numpy's pairwise order): see SEMANTICS.md for the tolerances.
 //!
 //! Limits: dense cost only; the plan output holds `B·n·m` values; eps must be finite and > 0.
 
@@ -47,7 +49,9 @@ use kiln_runtime::{Storage, Tensor};
 use crate::error::OpError;
 use crate::program::{Exec, Program, RunError};
 use crate::registry::Params;
+use rayon::prelude::*;
 
+mod grid;
 mod lanes;
 mod tiled;
 
@@ -183,6 +187,10 @@ pub struct SinkhornOptions {
     pub plan: bool,
     /// Also return the envelope gradients (and the plan, the gradient w.r.t. the cost).
     pub grad: bool,
+    /// 0: a dense cost `[n, m]` or `[B, n, m]`. `k ≥ 1`: the histograms live on a
+    /// k-dimensional grid of `g` points per axis (`n = m = g^k`) and the cost input is the
+    /// per-axis table `[g, g]`, `M_pq = Σ_axis C[p_axis, q_axis]` (`grid.rs`).
+    pub grid_axes: usize,
 }
 
 impl Default for SinkhornOptions {
@@ -194,6 +202,7 @@ impl Default for SinkhornOptions {
             log_domain: false,
             plan: false,
             grad: false,
+            grid_axes: 0,
         }
     }
 }
@@ -412,28 +421,49 @@ fn step_one<T: Real>(p: &Problem<'_, T>, k: &[T], s: usize, st: &mut State<T>, i
 
 /// Potentials, plan and cost of a finished sample.
 fn finish<T: Real>(p: &Problem<'_, T>, k: &[T], s: usize, st: State<T>) -> Solved<T> {
-    let (n, m) = (p.n, p.m);
+    let m = p.m;
     let cost = p.cost_of(s);
-    let mut plan = vec![T::ZERO; n * m];
-    for i in 0..n {
-        for j in 0..m {
-            plan[i * m + j] = if p.opts.log_domain {
-                ((k[i * m + j] + st.u[i]) + st.v[j]).kexp()
-            } else {
-                (st.u[i] * k[i * m + j]) * st.v[j]
-            };
-        }
-    }
+    finish_with(p, st, |i, krow, crow| {
+        krow.copy_from_slice(&k[i * m..(i + 1) * m]);
+        crow.copy_from_slice(&cost[i * m..(i + 1) * m]);
+    })
+}
+
+/// Potentials, plan and cost of a finished sample; `rows(i, krow, crow)` fills row `i` of
+/// the kernel (`K_ij`, or the log kernel `Mr_ij` in the log domain) and of the cost.
+fn finish_with<T: Real>(
+    p: &Problem<'_, T>,
+    st: State<T>,
+    rows: impl Fn(usize, &mut [T], &mut [T]) + Sync,
+) -> Solved<T> {
+    let m = p.m;
+    let mut plan = vec![T::ZERO; p.n * m];
     // Row sums first (columns ascending), then the rows ascending: a two-level fixed order
     // whose rounding grows with n + m. One running sum over the n·m products drifts
     // systematically once the terms are far below the sum (9e-4 relative in f32 at
-    // 1024 x 1024, where the plan itself is within 2e-6).
+    // 1024 x 1024, where the plan itself is within 2e-6). Rows are independent: they run
+    // in parallel, the total is summed after.
+    let sums: Vec<T> = plan
+        .par_chunks_mut(m)
+        .enumerate()
+        .map(|(i, prow)| {
+            let (mut krow, mut crow) = (vec![T::ZERO; m], vec![T::ZERO; m]);
+            rows(i, &mut krow, &mut crow);
+            let ui = st.u[i];
+            let mut r = T::ZERO;
+            for (((q, &kij), &cij), &vj) in prow.iter_mut().zip(&krow).zip(&crow).zip(&st.v) {
+                *q = if p.opts.log_domain {
+                    ((kij + ui) + vj).kexp()
+                } else {
+                    (ui * kij) * vj
+                };
+                r = r + cij * *q;
+            }
+            r
+        })
+        .collect();
     let mut total = T::ZERO;
-    for (crow, prow) in cost.chunks_exact(m).zip(plan.chunks_exact(m)) {
-        let mut r = T::ZERO;
-        for (c, q) in crow.iter().zip(prow) {
-            r = r + *c * *q;
-        }
+    for r in sums {
         total = total + r;
     }
     let logs = |x: &[T]| -> Vec<T> {
@@ -526,8 +556,13 @@ fn run_typed<T: Real>(
     get: fn(&Storage) -> Option<&Vec<T>>,
     wrap: fn(Vec<T>) -> Storage,
 ) -> Result<Vec<Tensor>, RunError> {
-    let (batch, n, m, shared) =
-        check_shapes(inputs[0].shape(), inputs[1].shape(), inputs[2].shape()).map_err(bad)?;
+    let (batch, n, m, shared) = check_shapes(
+        inputs[0].shape(),
+        inputs[1].shape(),
+        inputs[2].shape(),
+        opts.grid_axes,
+    )
+    .map_err(bad)?;
     let a = floats(&inputs[0], get)?;
     let b = floats(&inputs[1], get)?;
     let c = floats(&inputs[2], get)?;
@@ -543,7 +578,13 @@ fn run_typed<T: Real>(
         opts,
     };
     let fast = (!exec.is_eager()).then(Isa::host);
-    let solved = solve(&p, batch, fast);
+    let solved = if opts.grid_axes > 0 {
+        let g = inputs[2].shape()[0];
+        let isa = fast.unwrap_or(Isa::Baseline);
+        grid::solve(&p, (g, opts.grid_axes), batch, fast.is_some(), isa)
+    } else {
+        solve(&p, batch, fast)
+    };
     let mut cost = Vec::with_capacity(batch);
     let mut f = Vec::with_capacity(batch * n);
     let mut g = Vec::with_capacity(batch * m);
@@ -576,11 +617,13 @@ fn run_typed<T: Real>(
     Ok(out)
 }
 
-/// `(B, n, m, shared)` from the shapes of a, b and cost, or why they do not fit.
+/// `(B, n, m, shared)` from the shapes of a, b and cost (`grid_axes` as in
+/// [`SinkhornOptions`]), or why they do not fit.
 fn check_shapes(
     a: &[usize],
     b: &[usize],
     c: &[usize],
+    grid_axes: usize,
 ) -> Result<(usize, usize, usize, bool), String> {
     let (&[ba, n], &[bb, m]) = (a, b) else {
         return Err(format!(
@@ -594,6 +637,21 @@ fn check_shapes(
     }
     if n == 0 || m == 0 || ba == 0 {
         return Err(format!("empty histograms: a {a:?}, b {b:?}"));
+    }
+    if grid_axes > 0 {
+        let &[g, g2] = c else {
+            return Err(format!(
+                "grid_axes={grid_axes}: cost must be the per-axis table [g, g], got {c:?}"
+            ));
+        };
+        let pts = u32::try_from(grid_axes).ok().and_then(|k| g.checked_pow(k));
+        if g != g2 || pts != Some(n) || n != m {
+            return Err(format!(
+                "grid_axes={grid_axes}: a [B, g^{grid_axes}], b [B, g^{grid_axes}] and cost [g, g] \
+                 needed, got {a:?}, {b:?}, {c:?}"
+            ));
+        }
+        return Ok((ba, n, m, true));
     }
     let shared = match c {
         [cn, cm] if (*cn, *cm) == (n, m) => true,
@@ -681,6 +739,11 @@ pub const SINKHORN_PARAMS: &[(&str, &str)] = &[
         "grad",
         "true: also output the plan (d/dcost) and grad_a, grad_b (envelope gradients)",
     ),
+    (
+        "grid_axes",
+        "k >= 1: histograms on a k-dimensional grid of g points per axis (n = m = g^k), cost = \
+         the per-axis table [g, g], M_pq = sum over axes (separable kernel); 0 (default): dense",
+    ),
 ];
 
 fn parse<T: std::str::FromStr>(
@@ -714,6 +777,10 @@ pub fn options_from_params(p: &Params<'_>) -> Result<SinkhornOptions, OpError> {
     let log_domain = parse::<bool>(p, "log_domain", "true or false")?.unwrap_or(false);
     let plan = parse::<bool>(p, "plan", "true or false")?.unwrap_or(false);
     let grad = parse::<bool>(p, "grad", "true or false")?.unwrap_or(false);
+    let grid_axes = parse::<usize>(p, "grid_axes", "a non-negative integer")?.unwrap_or(0);
+    if grid_axes > 8 {
+        return Err(p.bad("grid_axes", format!("{grid_axes} axes (at most 8)")));
+    }
     Ok(SinkhornOptions {
         eps,
         max_iter,
@@ -721,6 +788,7 @@ pub fn options_from_params(p: &Params<'_>) -> Result<SinkhornOptions, OpError> {
         log_domain,
         plan,
         grad,
+        grid_axes,
     })
 }
 
@@ -735,7 +803,13 @@ pub fn build_sinkhorn(p: &Params<'_>, inputs: &[TensorType]) -> Result<Box<dyn P
     if !d.is_float() || inputs.iter().any(|t| t.dtype != d) {
         return Err(bad_input("a, b and cost must all be f32 or all f64".into()));
     }
-    check_shapes(&inputs[0].shape, &inputs[1].shape, &inputs[2].shape).map_err(bad_input)?;
+    check_shapes(
+        &inputs[0].shape,
+        &inputs[1].shape,
+        &inputs[2].shape,
+        opts.grid_axes,
+    )
+    .map_err(bad_input)?;
     Ok(Box::new(Sinkhorn { opts }))
 }
 
