@@ -48,8 +48,8 @@ impl<T: Real> Grid<T> {
     }
 }
 
-/// `y[.., j, ..] = Σ_i mat[i][j] · x[.., i, ..]` along `axis` (i ascending), or with
-/// `LSE` the running log-sum-exp of `mat[i][j] + x[.., i, ..]`; `mx` is scratch.
+/// `y[.., j, ..] = Σ_i mat[i][j] · x[.., i, ..]` along `axis` (i ascending, [`along_sum`]),
+/// or with `LSE` the running log-sum-exp of `mat[i][j] + x[.., i, ..]`; `mx` is scratch.
 #[inline(always)]
 fn along<T: Real, const LSE: bool>(
     mat: &[T],
@@ -59,6 +59,9 @@ fn along<T: Real, const LSE: bool>(
     mx: &mut [T],
 ) {
     let s = g.pow((k - 1 - axis) as u32);
+    if !LSE {
+        return along_sum(mat, g, s, x, y);
+    }
     y.fill(T::ZERO);
     mx.fill(T::NEG_INF);
     let block = g * s;
@@ -111,6 +114,81 @@ fn along<T: Real, const LSE: bool>(
     if LSE {
         for (yv, &mv) in y.iter_mut().zip(mx.iter()) {
             *yv = lse_end(mv, *yv);
+        }
+    }
+}
+
+/// Outputs per register tile of [`along_sum`].
+const TQ: usize = 4;
+/// Lanes per register tile of [`along_sum`].
+const TL: usize = 16;
+
+/// `along` without LSE, `s` the stride of the axis: register tiles of `TQ x TL`
+/// accumulators (4 outputs sharing each load of 16 lanes) where they fit, the plain loop
+/// for the remaining entries; every accumulator adds `mat[i][j] * x` for i ascending.
+#[inline(always)]
+fn along_sum<T: Real>(mat: &[T], g: usize, s: usize, x: &[T], y: &mut [T]) {
+    let block = g * s;
+    if s > 1 {
+        // y[j, r] = Σ_i mat[i][j] x[i, r] in each block: lanes r, tiles of outputs j.
+        let (jq, lq) = (g / TQ * TQ, s / TL * TL);
+        for (xb, yb) in x.chunks_exact(block).zip(y.chunks_exact_mut(block)) {
+            for j0 in (0..jq).step_by(TQ) {
+                for l0 in (0..lq).step_by(TL) {
+                    let mut acc = [[T::ZERO; TL]; TQ];
+                    for i in 0..g {
+                        let xv = &xb[i * s + l0..i * s + l0 + TL];
+                        let mq: [T; TQ] = std::array::from_fn(|q| mat[i * g + j0 + q]);
+                        for l in 0..TL {
+                            for q in 0..TQ {
+                                acc[q][l] = acc[q][l] + mq[q] * xv[l];
+                            }
+                        }
+                    }
+                    for (q, a) in acc.iter().enumerate() {
+                        yb[(j0 + q) * s + l0..(j0 + q) * s + l0 + TL].copy_from_slice(a);
+                    }
+                }
+            }
+            for j in 0..g {
+                for r in (if j < jq { lq } else { 0 })..s {
+                    let mut acc = T::ZERO;
+                    for i in 0..g {
+                        acc = acc + mat[i * g + j] * xb[i * s + r];
+                    }
+                    yb[j * s + r] = acc;
+                }
+            }
+        }
+    } else {
+        // The last axis: y[b, j] = Σ_i mat[i][j] x[b, i]: lanes j, tiles of blocks b.
+        let outer = x.len() / g;
+        let (bq, jl) = (outer / TQ * TQ, g / TL * TL);
+        for b0 in (0..bq).step_by(TQ) {
+            for j0 in (0..jl).step_by(TL) {
+                let mut acc = [[T::ZERO; TL]; TQ];
+                for i in 0..g {
+                    let mv = &mat[i * g + j0..i * g + j0 + TL];
+                    let xq: [T; TQ] = std::array::from_fn(|q| x[(b0 + q) * g + i]);
+                    for l in 0..TL {
+                        for q in 0..TQ {
+                            acc[q][l] = acc[q][l] + mv[l] * xq[q];
+                        }
+                    }
+                }
+                for (q, a) in acc.iter().enumerate() {
+                    y[(b0 + q) * g + j0..(b0 + q) * g + j0 + TL].copy_from_slice(a);
+                }
+            }
+        }
+        for b in 0..outer {
+            for j in (if b < bq { jl } else { 0 })..g {
+                let mut acc = T::ZERO;
+                for i in 0..g {
+                    acc = acc + mat[i * g + j] * x[b * g + i];
+                }
+                y[b * g + j] = acc;
+            }
         }
     }
 }
