@@ -393,9 +393,20 @@ fn run_problem(
         vec![n, m]
     };
     let shapes = [vec![batch, n], vec![batch, m], cshape];
-    let tensors: Vec<Tensor> = [&data[0], &data[1], &cost]
+    run_shaped([&data[0], &data[1], &cost], &shapes, dtype, params, exec)
+}
+
+/// Runs `sinkhorn` on (a, b, cost) given in f64 with their shapes, converted to `dtype`.
+fn run_shaped(
+    data: [&[f64]; 3],
+    shapes: &[Vec<usize>; 3],
+    dtype: DType,
+    params: &[(&str, &str)],
+    exec: Exec<'_>,
+) -> Vec<Tensor> {
+    let tensors: Vec<Tensor> = data
         .iter()
-        .zip(&shapes)
+        .zip(shapes)
         .map(|(v, s)| {
             let st = match dtype {
                 DType::F32 => Storage::F32(v.iter().map(|&x| x as f32).collect()),
@@ -558,34 +569,9 @@ fn grid_axes_match_the_dense_cost_and_eager_equals_fused() {
                 Exec::Eager,
             );
             let run_grid = |d, e| {
-                // The cost input is [g, g]: run_problem's shapes take it from `data` sizes.
-                let types = [vec![batch, n], vec![batch, n], vec![g, g]];
-                let t: Vec<Tensor> = [&grid_data[0], &grid_data[1], &grid_data[2]]
-                    .iter()
-                    .zip(&types)
-                    .map(|(v, s)| {
-                        let st = match d {
-                            DType::F32 => Storage::F32(v.iter().map(|&x| x as f32).collect()),
-                            _ => Storage::F64(v.to_vec()),
-                        };
-                        Tensor::from_storage(st, s).unwrap()
-                    })
-                    .collect();
-                let tt: Vec<TensorType> = types
-                    .iter()
-                    .map(|s| TensorType {
-                        dtype: d,
-                        shape: s.clone(),
-                    })
-                    .collect();
-                let params: Vec<(String, String)> = with_grid
-                    .iter()
-                    .map(|(k, v)| (k.to_string(), v.to_string()))
-                    .collect();
-                build_plan("sinkhorn", &params, &tt)
-                    .unwrap()
-                    .run(e, &t)
-                    .unwrap()
+                let shapes = [vec![batch, n], vec![batch, n], vec![g, g]];
+                let data = [&grid_data[0][..], &grid_data[1][..], &grid_data[2][..]];
+                run_shaped(data, &shapes, d, &with_grid, e)
             };
             let grid = run_grid(DType::F64, Exec::Eager);
             assert_eq!(
