@@ -247,6 +247,47 @@ pub fn contiguous_strides(dims: &[usize]) -> Vec<usize> {
     s
 }
 
+/// The lane passes of `kiln_ops::sinkhorn` (its `lanes.rs`), for [`render_sinkhorn`]: the
+/// term each (sample, lane) accumulator adds per matrix row `x`, `m = mat[x][lane]`, `w`
+/// the sample's row vector, `s` its lane vector.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum SinkhornPass {
+    /// `acc + m·w` (`Σ_i K_ij u_i`).
+    MulW,
+    /// `acc + (s·m)·w` (`Σ_j (a⁻¹_i K_ij) v_j` on the transposed kernel).
+    SMulW,
+    /// `acc + (w·m)·s` (`Σ_i (u_i K_ij) v_j`).
+    WMulS,
+    /// `acc + exp((m + w) + s)` (`Σ_i exp((Mr_ij + u_i) + v_j)`).
+    ExpAddWS,
+    /// Running log-sum-exp of `m + w` (`LSE_i(Mr_ij + u_i)`).
+    LseAddW,
+}
+
+impl SinkhornPass {
+    /// Every pass.
+    pub const ALL: [SinkhornPass; 5] = [
+        SinkhornPass::MulW,
+        SinkhornPass::SMulW,
+        SinkhornPass::WMulS,
+        SinkhornPass::ExpAddWS,
+        SinkhornPass::LseAddW,
+    ];
+}
+
+/// The PTX module (entry `kiln_sinkhorn`) of a Sinkhorn lane pass on `dtype` (f32 or f64)
+/// for `target`; `ptx/sinkhorn.rs` documents the parameter block and the exactness
+/// argument. Launch with blocks of [`BLOCK_1D`] threads over `samples · width` items.
+pub fn render_sinkhorn(
+    pass: SinkhornPass,
+    dtype: DType,
+    target: &PtxTarget,
+) -> Result<String, CodegenError> {
+    let mut text = emit::header(target);
+    text.push_str(&emit::sinkhorn::render(pass, dtype)?);
+    Ok(text)
+}
+
 pub(crate) fn err(msg: impl Into<String>) -> CodegenError {
     CodegenError::Lower(format!("ptx: {}", msg.into()))
 }

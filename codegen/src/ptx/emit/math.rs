@@ -31,7 +31,7 @@ impl Em<'_> {
     }
 
     /// One rounded float op: `add`, `sub`, `mul` or `div`.
-    fn frn(&mut self, op: &str, d: DType, a: &str, b: &str) -> String {
+    pub(super) fn frn(&mut self, op: &str, d: DType, a: &str, b: &str) -> String {
         let o = self.reg(d);
         e!(self, "{op}.rn.{} {o}, {a}, {b}", super::ft(d));
         o
@@ -75,7 +75,7 @@ impl Em<'_> {
         }
     }
 
-    fn fsetp(&mut self, cmp: &str, d: DType, a: &str, b: &str) -> String {
+    pub(super) fn fsetp(&mut self, cmp: &str, d: DType, a: &str, b: &str) -> String {
         let p = self.p();
         e!(self, "setp.{cmp}.{} {p}, {a}, {b}", super::ft(d));
         p
