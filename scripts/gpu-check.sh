@@ -11,6 +11,8 @@
 #      grey_opening 3x3 on a 1x1x1024x1024 image with NaN/±Inf as PTX kernels and compares
 #      every output with the eager oracle (CPU) by to_bits();
 #   2. 2,000 fuzz cases: `kiln fuzz --backend cuda` (random graphs, CUDA vs eager, to_bits);
+#  2b. the Sinkhorn lane passes (tests/sinkhorn_cuda.rs, when its test binary is present):
+#      every pass x f32/f64 on the GPU against the CPU lane kernels, to_bits;
 #   3. benchmark on 8x3x1024x1024 f32: kiln's kernels timed with CUDA events
 #      (`kiln demo --backend cuda --batch 8 --channels 3 --size 1024 --skip-eager`) against
 #      kornia's median_blur / morphology.opening under torch eager and torch.compile on the
@@ -51,6 +53,21 @@ else
     status=1
 fi
 
+echo "== 2b. Sinkhorn lane passes on CUDA vs the CPU lane kernels (bit-exact)"
+# The test binary of tests/sinkhorn_cuda.rs, built on the build machine with
+#   cargo test --release --features cuda --test sinkhorn_cuda --no-run
+# (copy target/release/deps/sinkhorn_cuda-* along, or set KILN_SINKHORN_TEST).
+sk_test="${KILN_SINKHORN_TEST:-$(ls -t "$(dirname "$0")"/../target/release/deps/sinkhorn_cuda-* 2>/dev/null | grep -v '\.d$' | head -1)}"
+sinkhorn_result="not run (no test binary)"
+if [ -n "$sk_test" ] && [ -x "$sk_test" ]; then
+    if KILN_REQUIRE_GPU=1 timeout 60 "$sk_test" --nocapture 2>&1 | tee "$OUT/sinkhorn.txt"; then
+        sinkhorn_result="bit-exact ($(grep -c 'bit-identical' "$OUT/sinkhorn.txt") pass x dtype)"
+    else
+        sinkhorn_result="FAILED"
+        status=1
+    fi
+fi
+
 echo "== 3. benchmark (8x3x1024x1024 f32)"
 timeout 45 "$KILN" demo --backend cuda --batch 8 --channels 3 --size 1024 --skip-eager \
     | tee "$OUT/kiln_bench.txt" || echo "gpu-check: kiln benchmark failed" >&2
@@ -59,7 +76,7 @@ if ! "$PY" -c "import kornia" 2>/dev/null && [ -d "$WHEELS" ]; then
     "$PY" -m pip install --quiet --no-index --find-links "$WHEELS" kornia >&2 || true
 fi
 
-timeout 70 "$PY" - "$OUT/kiln_bench.txt" "$diff_result" "$fuzz_result" <<'PY'
+timeout 70 "$PY" - "$OUT/kiln_bench.txt" "$diff_result" "$fuzz_result" "$sinkhorn_result" <<'PY'
 import re, sys, statistics
 import torch
 try:
@@ -116,7 +133,7 @@ except Exception as ex:
 
 nan = float("nan")
 print(f"\n{torch.cuda.get_device_name()} | 8x3x1024x1024 f32 | median ms (CUDA events)")
-print(f"differential check: {sys.argv[2]} | fuzz: {sys.argv[3]}")
+print(f"differential check: {sys.argv[2]} | fuzz: {sys.argv[3]} | sinkhorn passes: {sys.argv[4]}")
 print(f"{'workload':<16}{'kiln cuda':>12}{'kornia eager':>14}{'torch.compile':>15}")
 for name in NAMES.values():
     e, c = rows.get(name, [nan, nan])

@@ -278,6 +278,94 @@ impl CudaEngine {
     }
 }
 
+impl CudaEngine {
+    /// Runs the Sinkhorn lane pass `pass` (`kiln_codegen::ptx::render_sinkhorn`) on the
+    /// device: `mat` `[rows, width]`, `w` `[samples, >= rows]` (row vectors), `s`
+    /// `[samples, width]` for the passes that read lane vectors; returns `[samples, width]`.
+    /// All of one float dtype. The CPU twin is `kiln_ops::sinkhorn::lane_pass` (same bits up
+    /// to NaN payloads).
+    pub fn sinkhorn_pass(
+        &self,
+        pass: ptx::SinkhornPass,
+        mat: &Tensor,
+        w: &Tensor,
+        s: Option<&Tensor>,
+    ) -> Result<Tensor, CudaError> {
+        let d = mat.dtype();
+        let (&[rows, width], &[samples, wlen]) = (mat.shape(), w.shape()) else {
+            return Err(CudaError::Inputs(format!(
+                "sinkhorn pass: mat [rows, width] and w [samples, n], got {:?} and {:?}",
+                mat.shape(),
+                w.shape()
+            )));
+        };
+        let reads_s = matches!(
+            pass,
+            ptx::SinkhornPass::SMulW | ptx::SinkhornPass::WMulS | ptx::SinkhornPass::ExpAddWS
+        );
+        let s_ok = match s {
+            Some(t) => t.dtype() == d && t.shape() == [samples, width],
+            None => !reads_s,
+        };
+        if w.dtype() != d || wlen < rows || !s_ok || rows * width * samples == 0 {
+            return Err(CudaError::Inputs(format!(
+                "sinkhorn pass {pass:?}: mat {d} {:?}, w {} {:?}, s {:?} do not fit",
+                mat.shape(),
+                w.dtype(),
+                w.shape(),
+                s.map(|t| t.shape().to_vec())
+            )));
+        }
+        let text = ptx::render_sinkhorn(pass, d, &self.target)?;
+        let module = self.ctx.load_module(Ptx::from_src(text)).map_err(drv)?;
+        let func = module.load_function("kiln_sinkhorn").map_err(drv)?;
+        let dev_mat = self.upload(mat)?;
+        let dev_w = self.upload(w)?;
+        let dev_s = match s {
+            Some(t) => self.upload(t)?,
+            None => self.upload(&Tensor::from_storage(Storage::F64(vec![0.0]), &[1])?)?,
+        };
+        let sz = d.size_bytes();
+        let items = samples * width;
+        let out_bytes = items.saturating_mul(sz);
+        self.ensure_device_fits(out_bytes.saturating_add(64), "sinkhorn pass")?;
+        let words: Vec<i64> = [rows, width, samples, wlen, width, width]
+            .iter()
+            .map(|&x| x as i64)
+            .collect();
+        let args: CudaSlice<i64> = self.stream.clone_htod(&words).map_err(drv)?;
+        let mut out: CudaSlice<u8> = self.stream.alloc_zeros(out_bytes).map_err(drv)?;
+        let mut scratch: CudaSlice<u8> = self.stream.alloc_zeros(1).map_err(drv)?;
+        let blocks = items
+            .div_ceil(ptx::BLOCK_1D[0] as usize)
+            .min(ptx::MAX_GRID[0] as usize);
+        let cfg = LaunchConfig {
+            grid_dim: (blocks as u32, 1, 1),
+            block_dim: (ptx::BLOCK_1D[0], 1, 1),
+            shared_mem_bytes: 0,
+        };
+        let mut b = self.stream.launch_builder(&func);
+        b.arg(&args)
+            .arg(&mut out)
+            .arg(&mut scratch)
+            .arg(&dev_mat.buf)
+            .arg(&dev_w.buf)
+            .arg(&dev_s.buf);
+        // SAFETY: the arguments match the entry's `.param` list (ptx/sinkhorn.rs: parameter
+        // block, output, scratch, matrix, w, s); the block's words describe the buffers
+        // uploaded above (mat rows x width, w samples x wlen with wlen >= rows, s samples x
+        // width when read, out samples x width), so every access stays inside them; the
+        // threads are grid-strided over samples x width.
+        unsafe { b.launch(cfg) }.map_err(drv)?;
+        let result = DeviceTensor {
+            buf: out,
+            dtype: d,
+            shape: vec![samples, width],
+        };
+        self.download(&result)
+    }
+}
+
 /// A contiguous tensor in device memory (little-endian elements; bool as 0/1 bytes).
 pub struct DeviceTensor {
     buf: CudaSlice<u8>,

@@ -24,6 +24,8 @@
 
 use rayon::prelude::*;
 
+use kiln_codegen::ptx::SinkhornPass;
+
 use super::{lse_end, lse_push, Real};
 
 /// Padded matrices are a multiple of this many lanes wide (a multiple of every strip).
@@ -353,6 +355,53 @@ pub(super) fn pass<T: Real, const KIND: u8>(
         });
 }
 
+/// The lane pass `kind` for every sample on `isa` (the baseline when the CPU lacks it), as
+/// the fast path runs it: `out[q][lane]` for the `rows x width` matrix `mat` (row-major,
+/// `width` a multiple of 128), `w[q]` at least `rows` long, `s[q]` `width` long for the
+/// passes that read one. Public so that other backends (the PTX passes) can be compared
+/// with it bit for bit; malformed arguments are an error, not a panic.
+pub fn lane_pass<T: Real>(
+    kind: SinkhornPass,
+    isa: Isa,
+    (mat, rows, width): (&[T], usize, usize),
+    w: &[&[T]],
+    s: &[&[T]],
+) -> Result<Vec<Vec<T>>, String> {
+    let reads = matches!(
+        kind,
+        SinkhornPass::SMulW | SinkhornPass::WMulS | SinkhornPass::ExpAddWS
+    );
+    if !width.is_multiple_of(WIDTH)
+        || rows.checked_mul(width) != Some(mat.len())
+        || w.iter().any(|x| x.len() < rows)
+        || (reads && (s.len() != w.len() || s.iter().any(|x| x.len() != width)))
+    {
+        return Err(format!(
+            "sinkhorn lane pass {kind:?}: matrix {rows} x {width} (width a multiple of {WIDTH}) \
+             of {} values, {} row vectors, {} lane vectors",
+            mat.len(),
+            w.len(),
+            s.len()
+        ));
+    }
+    let m = Mat {
+        data: mat,
+        rows,
+        width,
+    };
+    let mut out = vec![vec![T::ZERO; width]; w.len()];
+    let s: &[&[T]] = if reads { s } else { &[] };
+    let o = &mut out;
+    match kind {
+        SinkhornPass::MulW => pass::<T, MUL_W>(isa, m, w, s, o, 1),
+        SinkhornPass::SMulW => pass::<T, S_MUL_W>(isa, m, w, s, o, 1),
+        SinkhornPass::WMulS => pass::<T, W_MUL_S>(isa, m, w, s, o, 1),
+        SinkhornPass::ExpAddWS => pass::<T, EXP_ADD_W_S>(isa, m, w, s, o, 1),
+        SinkhornPass::LseAddW => pass::<T, LSE_ADD_W>(isa, m, w, s, o, 1),
+    }
+    Ok(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -476,6 +525,40 @@ mod tests {
     #[test]
     fn every_isa_matches_the_plain_loop_bit_for_bit_f64() {
         all_kinds::<f64>();
+    }
+
+    #[test]
+    fn lane_pass_checks_its_arguments_and_matches_the_plain_loop() {
+        let (rows, width) = (5, WIDTH);
+        let data = values::<f64>(rows * width, 3, true);
+        let ws = [values::<f64>(rows, 4, true)];
+        let ss = [values::<f64>(width, 5, true)];
+        let (w, s): (Vec<&[f64]>, Vec<&[f64]>) = (vec![&ws[0][..]], vec![&ss[0][..]]);
+        let mat = Mat {
+            data: &data,
+            rows,
+            width,
+        };
+        let got = lane_pass(
+            SinkhornPass::WMulS,
+            Isa::host(),
+            (&data, rows, width),
+            &w,
+            &s,
+        )
+        .unwrap();
+        let want = plain(W_MUL_S, mat, &w, &s);
+        assert!(got[0]
+            .iter()
+            .zip(&want[0])
+            .all(|(a, b)| a.canon().bits() == b.canon().bits()));
+        // Width not a multiple of WIDTH, a short matrix, a missing lane vector: errors.
+        let bad = |m: (&[f64], usize, usize), s: &[&[f64]]| {
+            lane_pass(SinkhornPass::SMulW, Isa::Baseline, m, &w, s).is_err()
+        };
+        assert!(bad((&data[..rows * 100], rows, 100), &s));
+        assert!(bad((&data[..width], rows, width), &s));
+        assert!(bad((&data, rows, width), &[]));
     }
 
     #[test]

@@ -55,7 +55,8 @@ mod grid;
 mod lanes;
 mod tiled;
 
-pub use lanes::Isa;
+pub use kiln_codegen::ptx::SinkhornPass;
+pub use lanes::{lane_pass, Isa};
 
 /// Samples per tile on the fast path (they share each read of a cost row).
 pub const TILE: usize = 8;
