@@ -579,13 +579,8 @@ fn grid_axes_match_the_dense_cost_and_eager_equals_fused() {
                 vals(&dense[3]),
                 "g {g} k {k} log {log}: niter"
             );
-            // (With empty bins the centred gradients are undefined: -inf potentials.)
-            let outs: &[(usize, &str)] = if log == "true" {
-                &[(0, "cost"), (1, "f"), (2, "g"), (4, "plan")]
-            } else {
-                &[(0, "cost"), (1, "f"), (2, "g"), (4, "plan"), (5, "grad_a")]
-            };
-            for &(o, what) in outs {
+            let outs = [(0, "cost"), (1, "f"), (2, "g"), (4, "plan"), (5, "grad_a")];
+            for (o, what) in outs {
                 close(
                     &format!("g {g} k {k} log {log} {what}"),
                     &vals(&grid[o]),
@@ -666,6 +661,47 @@ fn grid_standard_form_keeps_empty_bins() {
             assert_eq!(row, 0.0, "empty bin {i}");
         } else {
             assert!((row - ai).abs() < 1e-12, "row {i}: {row} vs {ai}");
+        }
+    }
+}
+
+/// Envelope gradients with empty bins (log form): `-inf` at the empty bins, the other
+/// entries finite and centred over themselves (their mean is 0 up to rounding), no NaN.
+#[test]
+fn gradients_at_empty_bins_are_minus_inf_not_nan() {
+    let (batch, n, m) = (2, 13, 11);
+    let data = problem(batch, n, m, 21, true);
+    let params = [
+        ("eps", "0.1"),
+        ("max_iter", "300"),
+        ("tol", "1e-9"),
+        ("log_domain", "true"),
+        ("grad", "true"),
+    ];
+    let engine = Engine::new();
+    for exec in [Exec::Eager, Exec::Fused(&engine)] {
+        let out = run_problem(&data, (batch, n, m), DType::F64, false, &params, exec);
+        for (o, marg, len) in [(5, &data[0], n), (6, &data[1], m)] {
+            let grad = vals(&out[o]);
+            for s in 0..batch {
+                let (gs, ws) = (&grad[s * len..(s + 1) * len], &marg[s * len..(s + 1) * len]);
+                let mut sum = 0.0;
+                for (&gv, &w) in gs.iter().zip(ws) {
+                    assert!(!gv.is_nan(), "output {o}: NaN gradient");
+                    assert_eq!(
+                        w == 0.0,
+                        gv == f64::NEG_INFINITY,
+                        "output {o}: mass {w} grad {gv}"
+                    );
+                    if w > 0.0 {
+                        sum += gv;
+                    }
+                }
+                assert!(
+                    sum.abs() < 1e-12,
+                    "output {o} sample {s}: finite part sums to {sum}"
+                );
+            }
         }
     }
 }

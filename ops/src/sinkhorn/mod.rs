@@ -14,6 +14,7 @@
 //! are the gradient of the entropic value `<P, M> + eps·Σ P log P` at the fixed point (on the
 //! simplex: defined up to a constant shift, hence centred; POT's default KL objective
 //! differs by `eps·log a_i`). Exact only at convergence (tested against finite differences).
+//! Empty bins (log form: `-inf` potentials) are left out of the means and get `-inf`.
 //!
 //! Algorithms (one sample; `K_ij = exp(M_ij / (-eps))`, `Mr_ij = (-M_ij) / eps`):
 //! - standard form, POT's `sinkhorn_knopp` update order: `u = 1/n`, `v = 1/m`; per iteration
@@ -476,15 +477,23 @@ fn finish_with<T: Real>(
     };
     let (lu, lv) = (logs(&st.u), logs(&st.v));
     // Envelope gradients: eps * (log potential - its mean), the mean summed in index order.
+    // Empty bins (`-inf` potentials, log form) are left out of the mean and keep a `-inf`
+    // gradient: the entropic value's one-sided derivative there (`d(P log P)/dP = log P + 1`
+    // is -inf at 0). Averaging them in made every entry NaN (`-inf - -inf`).
     let centred = |l: &[T]| -> Vec<T> {
         if !p.opts.grad {
             return Vec::new();
         }
-        let mut sum = T::ZERO;
-        for &x in l {
+        let (mut sum, mut count) = (T::ZERO, 0usize);
+        for &x in l.iter().filter(|&&x| x != T::NEG_INF) {
             sum = sum + x;
+            count += 1;
         }
-        let mean = sum / T::from_f64(l.len() as f64);
+        let mean = if count == 0 {
+            T::ZERO
+        } else {
+            sum / T::from_f64(count as f64)
+        };
         l.iter().map(|&x| p.eps * (x - mean)).collect()
     };
     Solved {
