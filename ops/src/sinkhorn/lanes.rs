@@ -1,12 +1,12 @@
 //! Lane kernels of the Sinkhorn fast path ([`Exec::Fused`](crate::program::Exec)): the
 //! matrix-vector sums and log-sum-exps of one iteration, strip of adjacent output lanes by
-//! strip, with run-time ISA selection on x86_64
-//! (AVX-512F, AVX2, baseline; aarch64 runs the baseline, NEON being part of it).
+//! strip, with run-time ISA selection on x86_64 (AVX-512F, AVX2, baseline; aarch64 runs
+//! the baseline, NEON being part of it).
 //!
 //! Shape: a pass reads a matrix of `rows` rows (the kernel `K[i][j]`, or its transpose
 //! `K[j][i]` for the sums over columns), row by row, and updates one accumulator per
-//! (sample, lane) held in registers; a strip of the matrix is read by every sample in turn
-//! while it is in cache.
+//! (sample, lane) held in registers, 4 samples (8 on AVX-512) sharing each row load; a
+//! strip of the matrix is read by every sample in turn while it is in cache.
 //!
 //! Exactness: every (sample, lane) accumulator is an independent scalar that takes its
 //! terms in ascending row order with the very expression of the reference loop in
@@ -30,7 +30,8 @@ use super::{lse_end, lse_push, Real};
 
 /// Padded matrices are a multiple of this many lanes wide (a multiple of every strip).
 pub(super) const WIDTH: usize = 128;
-/// Samples that share each load of a matrix row in the sums.
+/// Samples that share each load of a matrix row in the sums (AVX2 and baseline; AVX-512
+/// groups 8: its 32 registers hold twice the accumulators).
 const GROUP: usize = 4;
 
 /// `w` rounded up to a multiple of [`WIDTH`].
@@ -238,20 +239,20 @@ fn strip_all<T: Real, const KIND: u8, const G: usize, const L: usize>(
 /// (the register file's worth: 8 vectors) and a quarter of it for the exp kinds (whose
 /// temporaries need registers too).
 #[inline(always)]
-fn pass_body<T: Real, const KIND: u8, const BYTES: usize>(
+fn pass_body<T: Real, const KIND: u8, const BYTES: usize, const G: usize>(
     mat: Mat<'_, T>,
     (lo, hi): (usize, usize),
     w: &[&[T]],
     s: &[&[T]],
     out: &mut [&mut [T]],
 ) {
-    // Sums over GROUP samples or more: GROUP samples share each row load, BYTES of
+    // Sums over G samples or more: G samples share each row load, BYTES of
     // accumulators in all. Fewer samples: one at a time on strips of BYTES (the exp
     // kinds a quarter of it: their temporaries need registers too).
-    let grouped = w.len() >= GROUP && !matches!(KIND, LSE_ADD_W | EXP_ADD_W_S);
+    let grouped = w.len() >= G && !matches!(KIND, LSE_ADD_W | EXP_ADD_W_S);
     let bytes = match KIND {
         LSE_ADD_W | EXP_ADD_W_S => BYTES / 4,
-        _ if grouped => BYTES / GROUP,
+        _ if grouped => BYTES / G,
         _ => BYTES,
     };
     // A power of two from 16 to 128 (so WIDTH is a multiple of it).
@@ -263,10 +264,10 @@ fn pass_body<T: Real, const KIND: u8, const BYTES: usize>(
             (false, 64) => strip_all::<T, KIND, 1, 64>(mat, at, w, s, out),
             (false, 32) => strip_all::<T, KIND, 1, 32>(mat, at, w, s, out),
             (false, _) => strip_all::<T, KIND, 1, 16>(mat, at, w, s, out),
-            (true, 128) => strip_all::<T, KIND, GROUP, 128>(mat, at, w, s, out),
-            (true, 64) => strip_all::<T, KIND, GROUP, 64>(mat, at, w, s, out),
-            (true, 32) => strip_all::<T, KIND, GROUP, 32>(mat, at, w, s, out),
-            (true, _) => strip_all::<T, KIND, GROUP, 16>(mat, at, w, s, out),
+            (true, 128) => strip_all::<T, KIND, G, 128>(mat, at, w, s, out),
+            (true, 64) => strip_all::<T, KIND, G, 64>(mat, at, w, s, out),
+            (true, 32) => strip_all::<T, KIND, G, 32>(mat, at, w, s, out),
+            (true, _) => strip_all::<T, KIND, G, 16>(mat, at, w, s, out),
         }
     }
 }
@@ -283,13 +284,13 @@ type Args<'a, 'b, T> = (
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f")]
 fn pass_avx512<T: Real, const KIND: u8>((mat, range, w, s, out): Args<'_, '_, T>) {
-    pass_body::<T, KIND, 512>(mat, range, w, s, out)
+    pass_body::<T, KIND, 512, 8>(mat, range, w, s, out)
 }
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
 fn pass_avx2<T: Real, const KIND: u8>((mat, range, w, s, out): Args<'_, '_, T>) {
-    pass_body::<T, KIND, 256>(mat, range, w, s, out)
+    pass_body::<T, KIND, 256, GROUP>(mat, range, w, s, out)
 }
 
 /// One pass over a lane range on the ISA asked for (the baseline if the CPU lacks it).
@@ -308,7 +309,7 @@ fn pass_range<T: Real, const KIND: u8>(isa: Isa, args: Args<'_, '_, T>) {
     }
     let _ = isa;
     let (mat, range, w, s, out) = args;
-    pass_body::<T, KIND, 128>(mat, range, w, s, out)
+    pass_body::<T, KIND, 128, GROUP>(mat, range, w, s, out)
 }
 
 /// Runs pass `KIND` for every sample: `out[q][lane]` for every lane of `mat` (`out[q]` is
