@@ -10,7 +10,7 @@
 //! `KILN_PTX_TIMES=1` prints the ptxas time of every module (to keep the test fast).
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Instant;
 
 use kiln::codegen::kernel::Kernel;
@@ -21,28 +21,6 @@ use kiln::ir::passes::{fuse, optimize_for, Partition, StageStorage};
 use kiln::ir::{DType, Graph, TensorType};
 use kiln::Engine;
 use rayon::prelude::*;
-
-/// ptxas, or `None` (after printing a visible `SKIP:` line) when it is missing outside CI.
-fn ptxas_or_skip() -> Option<PathBuf> {
-    match ptxas::find_ptxas() {
-        Some(p) => Some(p),
-        None => {
-            let msg = "ptxas not found (set KILN_PTXAS, put ptxas on PATH, or run scripts/install-ptxas.sh)";
-            // CI (CI set) or a KILN_PTXAS that points nowhere: a missing ptxas is a failure.
-            if std::env::var_os("CI").is_some_and(|v| !v.is_empty() && v != "false")
-                || std::env::var_os("KILN_PTXAS").is_some()
-            {
-                panic!("{msg}; CI or KILN_PTXAS requires it");
-            }
-            // Written past the harness's capture, so the skip shows in every run.
-            let _ = std::io::Write::write_all(
-                &mut std::io::stderr(),
-                format!("SKIP: {}\n", msg).as_bytes(),
-            );
-            None
-        }
-    }
-}
 
 /// The PTX pass pipeline up to the partition (as in `CudaGraph::compile`).
 fn plan(graph: &Graph) -> (Graph, Partition) {
@@ -352,7 +330,7 @@ fn assemble_all(ptxas: &Path, kernels: &BTreeMap<String, (String, Kernel)>) -> V
 
 #[test]
 fn every_op_kernel_assembles_for_sm80_and_sm90() {
-    let Some(ptxas) = ptxas_or_skip() else {
+    let Some(ptxas) = ptxas::ptxas_or_skip() else {
         return;
     };
     let t0 = Instant::now();
@@ -402,7 +380,7 @@ fn every_op_kernel_assembles_for_sm80_and_sm90() {
 
 #[test]
 fn three_hundred_fuzzer_kernels_assemble_for_sm80_and_sm90() {
-    let Some(ptxas) = ptxas_or_skip() else {
+    let Some(ptxas) = ptxas::ptxas_or_skip() else {
         return;
     };
     let t0 = Instant::now();

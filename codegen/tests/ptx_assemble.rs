@@ -431,28 +431,6 @@ fn staged_kernels() -> Vec<(String, Kernel)> {
     ks
 }
 
-/// ptxas, or `None` (after printing a visible `SKIP:` line) when it is missing outside CI.
-fn ptxas_or_skip() -> Option<PathBuf> {
-    match ptxas::find_ptxas() {
-        Some(p) => Some(p),
-        None => {
-            let msg = "ptxas not found (set KILN_PTXAS, put ptxas on PATH, or run scripts/install-ptxas.sh)";
-            // CI (CI set) or a KILN_PTXAS that points nowhere: a missing ptxas is a failure.
-            if std::env::var_os("CI").is_some_and(|v| !v.is_empty() && v != "false")
-                || std::env::var_os("KILN_PTXAS").is_some()
-            {
-                panic!("{msg}; CI or KILN_PTXAS requires it");
-            }
-            // Written past the harness's capture, so the skip shows in every run.
-            let _ = std::io::Write::write_all(
-                &mut std::io::stderr(),
-                format!("SKIP: {}\n", msg).as_bytes(),
-            );
-            None
-        }
-    }
-}
-
 fn render(k: &Kernel, target: PtxTarget, options: &CompileOptions) -> PtxModule {
     ptx::render(k, &target, options).unwrap_or_else(|e| panic!("render failed: {e}\n{k:?}"))
 }
@@ -469,7 +447,7 @@ fn every_kernel_assembles_for_sm80_and_sm90() {
             std::fs::write(PathBuf::from(&dir).join(format!("{file}.ptx")), &m.text).unwrap();
         }
     }
-    let Some(ptxas_bin) = ptxas_or_skip() else {
+    let Some(ptxas_bin) = ptxas::ptxas_or_skip() else {
         return;
     };
     let mut failures = Vec::new();
@@ -493,7 +471,7 @@ fn every_kernel_assembles_for_sm80_and_sm90() {
 
 #[test]
 fn faulted_kernels_assemble() {
-    let Some(ptxas_bin) = ptxas_or_skip() else {
+    let Some(ptxas_bin) = ptxas::ptxas_or_skip() else {
         return;
     };
     let ks = kernels();
@@ -516,7 +494,7 @@ fn faulted_kernels_assemble() {
 
 #[test]
 fn assemble_check_rejects_bad_ptx() {
-    if ptxas_or_skip().is_none() {
+    if ptxas::ptxas_or_skip().is_none() {
         return;
     }
     let bad = ".version 7.8\n.target sm_80\n.address_size 64\n.visible .entry k() { bogus.instr; ret; }\n";

@@ -53,6 +53,25 @@ fn ptxas_from_wheel(python: &Path) -> Option<PathBuf> {
     p.is_file().then_some(p)
 }
 
+/// For tests: ptxas, or `None` after printing a visible `SKIP: ...` line (written past the
+/// test harness's output capture) when it is missing. Panics instead when `CI` is set (not
+/// empty, not `false`) or `KILN_PTXAS` is set but points nowhere: there a missing ptxas is a
+/// failure, never a silent pass.
+pub fn ptxas_or_skip() -> Option<PathBuf> {
+    if let Some(p) = find_ptxas() {
+        return Some(p);
+    }
+    let msg =
+        "ptxas not found (set KILN_PTXAS, put ptxas on PATH, or run scripts/install-ptxas.sh)";
+    if std::env::var_os("CI").is_some_and(|v| !v.is_empty() && v != "false")
+        || std::env::var_os("KILN_PTXAS").is_some()
+    {
+        panic!("{msg}; CI or KILN_PTXAS requires it");
+    }
+    let _ = std::io::Write::write_all(&mut std::io::stderr(), format!("SKIP: {msg}\n").as_bytes());
+    None
+}
+
 static COUNTER: AtomicU64 = AtomicU64::new(0);
 
 /// Assembles `ptx` for `sm_{sm}` with ptxas. `Ok` only when ptxas exits 0 and prints
