@@ -299,13 +299,9 @@ impl CudaEngine {
                 w.shape()
             )));
         };
-        let reads_s = matches!(
-            pass,
-            ptx::SinkhornPass::SMulW | ptx::SinkhornPass::WMulS | ptx::SinkhornPass::ExpAddWS
-        );
         let s_ok = match s {
             Some(t) => t.dtype() == d && t.shape() == [samples, width],
-            None => !reads_s,
+            None => !pass.reads_lane_vector(),
         };
         if w.dtype() != d || wlen < rows || !s_ok || rows * width * samples == 0 {
             return Err(CudaError::Inputs(format!(

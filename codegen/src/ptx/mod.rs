@@ -273,6 +273,14 @@ impl SinkhornPass {
         SinkhornPass::ExpAddWS,
         SinkhornPass::LseAddW,
     ];
+
+    /// Whether the pass reads a per-lane vector `s`.
+    pub fn reads_lane_vector(self) -> bool {
+        matches!(
+            self,
+            SinkhornPass::SMulW | SinkhornPass::WMulS | SinkhornPass::ExpAddWS
+        )
+    }
 }
 
 /// The PTX module (entry `kiln_sinkhorn`) of a Sinkhorn lane pass on `dtype` (f32 or f64)

@@ -26,6 +26,7 @@
 
 use kiln_ir::DType;
 
+use super::math::imm;
 use super::Em;
 use crate::kernel::{Kernel, KernelBody};
 use crate::{CodegenError, CompileOptions};
@@ -83,11 +84,7 @@ pub(crate) fn render(pass: SinkhornPass, d: DType) -> Result<String, CodegenErro
     e!(em, "mul.lo.s64 {t}, {q}, {w_stride}");
     e!(em, "mad.lo.s64 {wp}, {t}, {sz}, {wv}");
     e!(em, "mul.lo.s64 {rstep}, {width}, {sz}");
-    let reads_s = matches!(
-        pass,
-        SinkhornPass::SMulW | SinkhornPass::WMulS | SinkhornPass::ExpAddWS
-    );
-    let s_val = if reads_s {
+    let s_val = if pass.reads_lane_vector() {
         let (sa, t2) = (em.rd(), em.rd());
         e!(em, "mul.lo.s64 {t2}, {q}, {s_stride}");
         e!(em, "add.s64 {t2}, {t2}, {l}");
@@ -96,19 +93,18 @@ pub(crate) fn render(pass: SinkhornPass, d: DType) -> Result<String, CodegenErro
     } else {
         None
     };
-    let (zero, one, neg_inf) = if d == DType::F64 {
-        (
-            imm64(0f64.to_bits()),
-            imm64(1f64.to_bits()),
-            imm64(f64::NEG_INFINITY.to_bits()),
-        )
-    } else {
-        (
-            imm32(0f32.to_bits()),
-            imm32(1f32.to_bits()),
-            imm32(f32::NEG_INFINITY.to_bits()),
-        )
+    let bits = |x: f64| {
+        if d == DType::F64 {
+            x.to_bits()
+        } else {
+            (x as f32).to_bits() as u64
+        }
     };
+    let (zero, one, neg_inf) = (
+        imm(d, bits(0.0)),
+        imm(d, bits(1.0)),
+        imm(d, bits(f64::NEG_INFINITY)),
+    );
     let (acc, mx) = (em.reg(d), em.reg(d));
     em.mov(d, &acc, &zero);
     em.mov(d, &mx, &neg_inf);
@@ -193,14 +189,4 @@ fn lse_push(em: &mut Em<'_>, d: DType, (mx, s): (&str, &str), x: &str, one: &str
     let mx_new = em.select(d, &gt, x, mx);
     em.mov(d, s, &s_new);
     em.mov(d, mx, &mx_new);
-}
-
-/// A PTX f64 immediate from its bits.
-fn imm64(bits: u64) -> String {
-    format!("0d{bits:016X}")
-}
-
-/// A PTX f32 immediate from its bits.
-fn imm32(bits: u32) -> String {
-    format!("0f{bits:08X}")
 }

@@ -368,10 +368,7 @@ pub fn lane_pass<T: Real>(
     w: &[&[T]],
     s: &[&[T]],
 ) -> Result<Vec<Vec<T>>, String> {
-    let reads = matches!(
-        kind,
-        SinkhornPass::SMulW | SinkhornPass::WMulS | SinkhornPass::ExpAddWS
-    );
+    let reads = kind.reads_lane_vector();
     if !width.is_multiple_of(WIDTH)
         || rows.checked_mul(width) != Some(mat.len())
         || w.iter().any(|x| x.len() < rows)

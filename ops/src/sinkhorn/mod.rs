@@ -41,9 +41,11 @@
 //! canonical NaN. Against POT the results differ by rounding only (POT sums with BLAS and
 //! numpy's pairwise order): see SEMANTICS.md for the tolerances.
 //!
-//! Limits: dense cost only; the plan output holds `B·n·m` values; eps must be finite and > 0.
+//! Limits: a dense cost, or a separable grid cost given per axis (`grid_axes`, `grid.rs`);
+//! the plan output holds `B·n·m` values; eps must be finite and > 0.
 
 use kiln_ir::math::{exp_f32, exp_f64, log_f32, log_f64};
+use kiln_ir::semantics::{CANONICAL_NAN_F32, CANONICAL_NAN_F64};
 use kiln_ir::{DType, TensorType};
 use kiln_runtime::{Storage, Tensor};
 
@@ -131,7 +133,7 @@ impl Real for f32 {
     }
     fn canon(self) -> f32 {
         if self.is_nan() {
-            f32::from_bits(0x7fc0_0000)
+            f32::from_bits(CANONICAL_NAN_F32)
         } else {
             self
         }
@@ -167,7 +169,7 @@ impl Real for f64 {
     }
     fn canon(self) -> f64 {
         if self.is_nan() {
-            f64::from_bits(0x7ff8_0000_0000_0000)
+            f64::from_bits(CANONICAL_NAN_F64)
         } else {
             self
         }

@@ -13,7 +13,8 @@ use kiln_ir::DType;
 use super::Em;
 
 /// A float immediate in PTX's hex form.
-fn imm(d: DType, bits: u64) -> String {
+/// A float immediate of `d` from its bits (f32: the low 32).
+pub(super) fn imm(d: DType, bits: u64) -> String {
     if d == DType::F64 {
         format!("0d{bits:016X}")
     } else {
