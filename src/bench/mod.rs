@@ -749,46 +749,9 @@ pub fn run_workload(w: &Workload, threads: usize, opts: &BenchOptions) -> (Bench
     row.kernels = compiled.kernel_count();
     let inputs = std::slice::from_ref(&input);
 
-    // Peak memory: reset the high-water mark, note the resident size, run, read the mark.
-    // Done on the first three runs (which also warm up), keeping the largest: freeing of
-    // unrelated memory during a run can only hide part of the peak, never inflate it.
-    // Blocks of 128 KiB and more come fresh from the OS while measuring, so reuse of freed
-    // blocks cannot hide them; for timing, blocks up to 32 MiB may be reused (what glibc's
-    // adaptive threshold does in any steady loop, Python peers included).
-    mem::set_malloc_thresholds(128 << 10, 128 << 10);
-    let mut outputs = Vec::new();
-    for _ in 0..3 {
-        drop(std::mem::take(&mut outputs));
-        mem::release_free_memory();
-        let reset = mem::reset_peak();
-        let before = mem::status_bytes("VmRSS");
-        let run = compiled.run(&engine, inputs);
-        let after = mem::status_bytes("VmHWM");
-        if std::env::var_os("KILN_BENCH_DEBUG_MEM").is_some() {
-            eprintln!(
-                "mem: reset {reset} rss before {before:?} hwm after {after:?} rss after {:?}",
-                mem::status_bytes("VmRSS")
-            );
-        }
-        outputs = match run {
-            Ok(o) => o,
-            Err(e) => return failed(row, e),
-        };
-        if let (true, Some(b), Some(a)) = (reset, before, after) {
-            let extra = a.saturating_sub(b);
-            row.peak_extra_bytes = Some(row.peak_extra_bytes.map_or(extra, |p| p.max(extra)));
-        }
+    if let Err(e) = measure_peak(&mut row, || compiled.run(&engine, inputs)) {
+        return failed(row, e);
     }
-    mem::set_malloc_thresholds(32 << 20, 64 << 20);
-    row.out_bytes = outputs
-        .iter()
-        .map(|t| t.numel() * t.dtype().size_bytes())
-        .sum();
-    row.out_shape = outputs
-        .first()
-        .map(|t| t.shape().to_vec())
-        .unwrap_or_default();
-    drop(outputs);
 
     let mut last = Vec::new();
     match time_it(opts, || {
@@ -806,7 +769,7 @@ pub fn run_workload(w: &Workload, threads: usize, opts: &BenchOptions) -> (Bench
         Ok(s) => row.time_reused = s,
         Err(e) => return failed(row, e),
     }
-    outputs = bufs;
+    let outputs = bufs;
     row.output_checksums = outputs.iter().map(checksum).collect();
     row.output_checksum = row.output_checksums.first().copied().unwrap_or(0);
     let (fresh, warm) = copy_floor(row.in_bytes, row.out_bytes, threads, opts);
@@ -825,6 +788,56 @@ fn skip_reason(w: &Workload, e: impl std::fmt::Display) -> Status {
 }
 
 /// `row` marked as failed with `e`, and no outputs.
+/// Peak memory of `run`, then its outputs' bytes and shape, into `row`: reset the
+/// high-water mark, note the resident size, run, read the mark; on three runs (which also
+/// warm up), keeping the largest: freeing of unrelated memory during a run can only hide
+/// part of the peak, never inflate it. Blocks of 128 KiB and more come fresh from the OS
+/// while measuring, so reuse of freed blocks cannot hide them; for timing, blocks up to
+/// 32 MiB may be reused (what glibc's adaptive threshold does in any steady loop, Python
+/// peers included). Graph rows and program rows both measure through this.
+fn measure_peak<E>(
+    row: &mut BenchRow,
+    mut run: impl FnMut() -> Result<Vec<Tensor>, E>,
+) -> Result<(), E> {
+    mem::set_malloc_thresholds(128 << 10, 128 << 10);
+    let mut outputs = Vec::new();
+    for _ in 0..3 {
+        drop(std::mem::take(&mut outputs));
+        mem::release_free_memory();
+        let reset = mem::reset_peak();
+        let before = mem::status_bytes("VmRSS");
+        let result = run();
+        let after = mem::status_bytes("VmHWM");
+        if std::env::var_os("KILN_BENCH_DEBUG_MEM").is_some() {
+            eprintln!(
+                "mem: reset {reset} rss before {before:?} hwm after {after:?} rss after {:?}",
+                mem::status_bytes("VmRSS")
+            );
+        }
+        outputs = match result {
+            Ok(o) => o,
+            Err(e) => {
+                mem::set_malloc_thresholds(32 << 20, 64 << 20);
+                return Err(e);
+            }
+        };
+        if let (true, Some(b), Some(a)) = (reset, before, after) {
+            let extra = a.saturating_sub(b);
+            row.peak_extra_bytes = Some(row.peak_extra_bytes.map_or(extra, |p| p.max(extra)));
+        }
+    }
+    mem::set_malloc_thresholds(32 << 20, 64 << 20);
+    row.out_bytes = outputs
+        .iter()
+        .map(|t| t.numel() * t.dtype().size_bytes())
+        .sum();
+    row.out_shape = outputs
+        .first()
+        .map(|t| t.shape().to_vec())
+        .unwrap_or_default();
+    Ok(())
+}
+
 fn failed(row: BenchRow, e: impl std::fmt::Display) -> (BenchRow, Vec<Tensor>) {
     let status = Status::Error(e.to_string());
     (BenchRow { status, ..row }, Vec::new())

@@ -21,8 +21,8 @@ use kiln_ops::{build_plan, Exec, OpPlan};
 use kiln_runtime::Tensor;
 
 use super::{
-    checksum, copy_floor, engine_for, failed, inputs, mem, skip_reason, time_it, BenchOptions,
-    BenchRow, Status, Workload,
+    checksum, copy_floor, engine_for, failed, inputs, measure_peak, skip_reason, time_it,
+    BenchOptions, BenchRow, Status, Workload,
 };
 
 /// Runs one program workload at one thread count (see the module header). Errors become rows.
@@ -56,38 +56,14 @@ pub fn run_program(w: &Workload, threads: usize, opts: &BenchOptions) -> (BenchR
     let t = Instant::now();
     let first = run(&plan);
     row.first_call_ms = Some(t.elapsed().as_secs_f64() * 1e3);
-    let mut outputs = match first {
-        Ok(o) => o,
+    match first {
+        Ok(outputs) => drop(outputs),
         Err(e) => return failed(row, e),
-    };
-    // Peak memory over the first three runs after the compiling one (as for graphs).
-    mem::set_malloc_thresholds(128 << 10, 128 << 10);
-    for _ in 0..3 {
-        drop(std::mem::take(&mut outputs));
-        mem::release_free_memory();
-        let reset = mem::reset_peak();
-        let before = mem::status_bytes("VmRSS");
-        let r = run(&plan);
-        let after = mem::status_bytes("VmHWM");
-        outputs = match r {
-            Ok(o) => o,
-            Err(e) => return failed(row, e),
-        };
-        if let (true, Some(b), Some(a)) = (reset, before, after) {
-            let extra = a.saturating_sub(b);
-            row.peak_extra_bytes = Some(row.peak_extra_bytes.map_or(extra, |p| p.max(extra)));
-        }
     }
-    mem::set_malloc_thresholds(32 << 20, 64 << 20);
-    row.out_bytes = outputs
-        .iter()
-        .map(|t| t.numel() * t.dtype().size_bytes())
-        .sum();
-    row.out_shape = outputs
-        .first()
-        .map(|t| t.shape().to_vec())
-        .unwrap_or_default();
-    drop(outputs);
+    // Peak memory over the first three runs after the compiling one (as for graphs).
+    if let Err(e) = measure_peak(&mut row, || run(&plan)) {
+        return failed(row, e);
+    }
     let mut last = Vec::new();
     match time_it(opts, || {
         last = run(&plan)?;
