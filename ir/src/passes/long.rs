@@ -48,7 +48,7 @@ use crate::graph::{BinaryOp, Footprint, Graph, NodeId, NodeKind, ReduceOp};
 use crate::types::Border;
 
 use super::decompose::box_axes;
-use super::footprint::{best_cut, runs_window};
+use super::footprint::{best_cut, block_starts, runs_window};
 
 /// Fewest offsets a window needs to be rewritten into chains. Shorter windows are cheap to
 /// compile whole (at most 63 reads and 62 ops in a stage) and share their reads with the
@@ -99,19 +99,6 @@ fn pow2_at_most(m: i64) -> i64 {
         p *= 2;
     }
     p
-}
-
-/// Block starts `a, a+p, …` and a last block ending exactly at `b` (`p ≤ b − a + 1`).
-fn block_starts(a: i64, b: i64, p: i64) -> Vec<i64> {
-    let mut v = Vec::new();
-    let mut o = a;
-    while o + p - 1 < b {
-        v.push(o);
-        o += p;
-    }
-    v.push(b - p + 1);
-    v.dedup();
-    v
 }
 
 /// One rewriting context: the builder, the op, the rank and the axis of the window.
